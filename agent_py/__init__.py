@@ -1,0 +1,81 @@
+"""agent_py: a local plan-and-execute agent for the browser (Pyodide) and CPython."""
+
+from agent_py.agent import DEFAULT_MODEL, Agent, AgentConfig, RunResult, RunStats, StepRecord
+from agent_py.events import AgentState, Event, EventType
+from agent_py.history import EventRecorder, FileSink, Hooks, MemorySink, read_history_file
+from agent_py.llm import (
+    LLM,
+    CallInfo,
+    CallPurpose,
+    ChatReply,
+    LLMError,
+    ManagedLLM,
+    MemoryPressureError,
+    Message,
+    ModelRoles,
+    ResidencyPolicy,
+    ScriptedLLM,
+    Usage,
+)
+from agent_py.model_client import ReplyBudgets
+from agent_py.parsing import PlanParseError, parse_plan, parse_rethink
+from agent_py.plan import PlanSchema, StepSchema, TaskSchema, plan_json_schema
+from agent_py.planner import PlanAndRethink
+from agent_py.tools import (
+    JavascriptExecutor,
+    LLMGenerator,
+    ToolBase,
+    ToolCall,
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    ToolResult,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "LLM",
+    "Agent",
+    "AgentConfig",
+    "AgentState",
+    "CallInfo",
+    "CallPurpose",
+    "ChatReply",
+    "Event",
+    "EventRecorder",
+    "EventType",
+    "FileSink",
+    "Hooks",
+    "JavascriptExecutor",
+    "LLMError",
+    "LLMGenerator",
+    "ManagedLLM",
+    "MemoryPressureError",
+    "MemorySink",
+    "Message",
+    "ModelRoles",
+    "PlanAndRethink",
+    "PlanParseError",
+    "PlanSchema",
+    "ReplyBudgets",
+    "ResidencyPolicy",
+    "RunResult",
+    "RunStats",
+    "ScriptedLLM",
+    "StepRecord",
+    "StepSchema",
+    "TaskSchema",
+    "ToolBase",
+    "ToolCall",
+    "ToolContext",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResult",
+    "Usage",
+    "parse_plan",
+    "parse_rethink",
+    "plan_json_schema",
+    "read_history_file",
+]

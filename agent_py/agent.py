@@ -1,0 +1,247 @@
+"""The public face: ``Agent(llm=…, tools=…, on_event=…)`` and ``await agent.task(question)``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agent_py.events import AgentState, EventType
+from agent_py.execution import StepOutcome
+from agent_py.history import EventListener, EventRecorder, HistorySink, Hooks
+from agent_py.llm import LLM, LLMError, ManagedLLM, ModelRoles, ModelStats, ResidencyPolicy
+from agent_py.model_client import ModelClient, ReplyBudgets, TokenListener
+from agent_py.plan import PlanSchema
+from agent_py.planner import PlanAndRethink, PlanRun, RunFailure
+from agent_py.tools.base import ToolBase
+from agent_py.tools.registry import ToolRegistry
+
+DEFAULT_MODEL = "Qwen3-4B-q4f16_1-MLC"
+
+
+class AgentConfig(BaseModel):
+    models: ModelRoles = ModelRoles(planner=DEFAULT_MODEL)
+    residency: ResidencyPolicy = ResidencyPolicy.AUTO
+    context_window: int = Field(4096, ge=512)
+    budgets: ReplyBudgets = ReplyBudgets()
+    thinking: bool = False
+    max_steps: int = Field(100, ge=1)
+    max_replans: int = Field(5, ge=0)
+    tool_timeout_s: float = Field(60.0, gt=0)
+    model_timeout_s: float = Field(600.0, gt=0)
+
+
+class StepRecord(BaseModel):
+    step_id: str
+    task_id: str
+    tool: str
+    ok: bool
+    thought: bool
+    seconds: float
+    arguments: dict[str, Any] | None
+    output: str
+
+
+class RunStats(BaseModel):
+    model_calls: dict[str, int] = {}
+    reloads: int = 0
+    unloads: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_time_s: float = 0.0
+    wall_time_s: float = 0.0
+    steps_run: int = 0
+    replans: int = 0
+    step_seconds: dict[str, float] = {}
+
+    @property
+    def total_model_calls(self) -> int:
+        return sum(self.model_calls.values())
+
+
+class RunResult(BaseModel):
+    answer: str
+    state: AgentState
+    error: str | None = None
+    plan: PlanSchema | None = None
+    """The latest plan (after any re-plan)."""
+    steps: list[StepRecord] = []
+    stats: RunStats = RunStats()
+
+
+class Agent:
+    """Plans, executes and rethinks a task with a model and tools.
+
+    ``llm`` is an engine (wrapped with ``config.models`` and ``config.residency``) or an
+    already managed one. Events go to ``on_event``, the history sinks and the hooks.
+    """
+
+    def __init__(
+        self,
+        *,
+        llm: LLM | ManagedLLM,
+        tools: Iterable[ToolBase] | ToolRegistry = (),
+        on_event: EventListener | None = None,
+        on_token: TokenListener | None = None,
+        config: AgentConfig | None = None,
+        sinks: Iterable[HistorySink] = (),
+        hooks: Hooks | None = None,
+        session: str | None = None,
+    ) -> None:
+        self.config = config or AgentConfig()
+        self.recorder = EventRecorder(listener=on_event, sinks=sinks, hooks=hooks, session=session)
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.llm = (
+            llm
+            if isinstance(llm, ManagedLLM)
+            else ManagedLLM(
+                llm,
+                self.config.models,
+                self.config.residency,
+                on_model_event=self._on_model_event,
+            )
+        )
+        self.model = ModelClient(
+            self.llm,
+            self.recorder,
+            context_window=self.config.context_window,
+            budgets=self.config.budgets,
+            thinking=self.config.thinking,
+            timeout_s=self.config.model_timeout_s,
+            on_token=on_token,
+        )
+        self.state = AgentState.IDLE
+        self._running: asyncio.Task[Any] | None = None
+        self._cancel_requested = False
+        self._session_started = False
+
+    @property
+    def session(self) -> str:
+        return self.recorder.session
+
+    async def task(self, question: str) -> RunResult:
+        """Run ``question`` to an answer. Never raises for a failed run: see ``state``."""
+        if self._running is not None:
+            raise RuntimeError("this agent is already running a task")
+        self._running = asyncio.current_task()
+        self._cancel_requested = False
+        self.recorder.turn += 1
+        if not self._session_started:
+            self._session_started = True
+            self.recorder.emit(
+                EventType.SESSION_START,
+                models=self.config.models.model_dump(),
+                residency=self.config.residency.value,
+                tools=self.tools.names,
+            )
+        self.recorder.emit(EventType.TURN_START, question)
+        before = self.llm.stats.snapshot()
+        started = time.perf_counter()
+        run = PlanRun()
+        state, error = AgentState.FAILED, None
+        cancelled_from_outside = False
+        try:
+            planner = PlanAndRethink(
+                self.model,
+                self.tools,
+                self.recorder,
+                max_steps=self.config.max_steps,
+                max_replans=self.config.max_replans,
+                tool_timeout_s=self.config.tool_timeout_s,
+                on_state=self._set_state,
+            )
+            await planner.plan(question, run)
+            state = AgentState.COMPLETED
+        except asyncio.CancelledError:
+            state, error = AgentState.CANCELLED, "stopped by the user"
+            if self._cancel_requested and self._running is not None:
+                self._running.uncancel()
+            else:
+                cancelled_from_outside = True
+        except (RunFailure, LLMError) as exc:
+            error = str(exc)
+        except Exception as exc:  # a bug of ours: still end the turn with a clear event
+            error = f"internal error: {type(exc).__name__}: {exc}"
+        finally:
+            self._running = None
+        result = self._result(run, state, error, before, started)
+        self._set_state(state)
+        self.recorder.emit(
+            EventType.FINAL,
+            result.answer if state is AgentState.COMPLETED else (error or ""),
+            state=state.value,
+            error=error,
+            stats=result.stats.model_dump(),
+        )
+        self.recorder.emit(EventType.TURN_END, state=state.value)
+        await self.recorder.flush_hooks()
+        if cancelled_from_outside:
+            raise asyncio.CancelledError
+        return result
+
+    def cancel(self) -> None:
+        """Stop the running task; ``task()`` then returns with state ``cancelled``."""
+        if self._running is not None and not self._running.done():
+            self._cancel_requested = True
+            self._running.cancel()
+
+    async def close(self) -> None:
+        """Unload the model and end the session."""
+        await self.llm.close()
+        if self._session_started:
+            self.recorder.emit(EventType.SESSION_END, turns=self.recorder.turn)
+        await self.recorder.flush_hooks()
+
+    def _set_state(self, state: AgentState) -> None:
+        if state is not self.state:
+            self.state = state
+            self.recorder.emit(EventType.STATE, state.value, state=state.value)
+
+    def _on_model_event(self, action: str, meta: dict[str, Any]) -> None:
+        self.recorder.emit(EventType.MODEL, action, **meta)
+
+    def _result(
+        self,
+        run: PlanRun,
+        state: AgentState,
+        error: str | None,
+        before: ModelStats,
+        started: float,
+    ) -> RunResult:
+        used = self.llm.stats.since(before)
+        stats = RunStats(
+            model_calls=dict(used.calls),
+            reloads=used.reloads,
+            unloads=used.unloads,
+            prompt_tokens=used.prompt_tokens,
+            completion_tokens=used.completion_tokens,
+            model_time_s=used.model_time_s,
+            wall_time_s=time.perf_counter() - started,
+            steps_run=len(run.outcomes),
+            replans=run.replans,
+            step_seconds={o.step.step_id: o.seconds for o in run.outcomes},
+        )
+        return RunResult(
+            answer=run.answer,
+            state=state,
+            error=error,
+            plan=run.plans[-1] if run.plans else None,
+            steps=[_step_record(o) for o in run.outcomes],
+            stats=stats,
+        )
+
+
+def _step_record(outcome: StepOutcome) -> StepRecord:
+    return StepRecord(
+        step_id=outcome.step.step_id,
+        task_id=outcome.task_id,
+        tool=outcome.step.tool_name,
+        ok=outcome.ok,
+        thought=outcome.thought,
+        seconds=outcome.seconds,
+        arguments=outcome.arguments,
+        output=outcome.result.content,
+    )

@@ -1,0 +1,73 @@
+"""Events: what the agent reports while it works, and the lines of its JSONL history.
+
+One shape serves both purposes, so the UI, the terminal and the history file all read the
+same records: ``{ts, session, turn, step, type, content, meta}``.
+"""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class AgentState(StrEnum):
+    IDLE = "idle"
+    PLANNING = "planning"
+    EXECUTING = "executing"
+    REFLECTING = "reflecting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+FINAL_STATES = frozenset({AgentState.COMPLETED, AgentState.FAILED, AgentState.CANCELLED})
+
+
+class EventType(StrEnum):
+    # Session and turn framing of the JSONL history.
+    SESSION_START = "session_start"
+    TURN_START = "turn_start"
+    TURN_END = "turn_end"
+    SESSION_END = "session_end"
+    # The conversation itself.
+    ASSISTANT = "assistant"  # a model reply, <think> removed
+    THINKING = "thinking"  # the <think> text of a reply
+    ACTION = "action"  # a tool is about to run with these arguments
+    OBSERVATION = "observation"  # what the tool returned (possibly cut)
+    FINAL = "final"  # the answer, or why there is none; always emitted once per turn
+    # Plan progress.
+    STATE = "state"
+    PLAN_STARTED = "plan_started"
+    STEP_STARTED = "step_started"
+    STEP_THINKING = "step_thinking"  # the step asks the model for its arguments
+    STEP_PROGRESS = "step_progress"
+    STEP_COMPLETED = "step_completed"
+    STEP_FAILED = "step_failed"
+    REFLECTION = "reflection"
+    PLAN_COMPLETED = "plan_completed"
+    # Model residency and usage.
+    MODEL = "model"
+
+
+class Event(BaseModel):
+    """One record. ``meta`` holds the structured details of each type (see README)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ts: float = Field(default_factory=time.time)
+    session: str
+    turn: int = 0
+    step: str | None = None
+    type: EventType
+    content: str = ""
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, line: str) -> Event:
+        return cls.model_validate_json(line)

@@ -1,0 +1,207 @@
+"""Running one planned step: find the tool, get its arguments, act, report.
+
+Whatever goes wrong inside a step (unknown tool, bad arguments, a tool that raises or times
+out, a repeated call) ends as a failed :class:`StepOutcome` with a readable observation, so
+the other steps of the task go on and the rethink can react.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_py.budget import truncate_middle
+from agent_py.events import EventType
+from agent_py.history import EventRecorder
+from agent_py.llm import CallPurpose, ModelRole
+from agent_py.model_client import ModelClient
+from agent_py.plan import StepSchema, TaskSchema
+from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
+from agent_py.tools.call import StepBrief, ToolCall
+from agent_py.tools.registry import ToolRegistry
+
+EVENT_CONTENT_CHARS = 8_000  # observations in events and history are cut to this
+
+
+@dataclass
+class StepOutcome:
+    step: StepSchema
+    task_id: str
+    result: ToolResult
+    arguments: dict[str, Any] | None = None
+    thought: bool = False
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.result.is_error
+
+
+@dataclass
+class CallMemory:
+    """Tool calls of the previous task, to catch a model that repeats itself."""
+
+    calls: dict[str, str] = field(default_factory=dict)  # signature -> step id
+
+    @staticmethod
+    def signature(tool: str, arguments: Mapping[str, Any]) -> str:
+        return json.dumps([tool, arguments], sort_keys=True, ensure_ascii=False, default=str)
+
+    def remember(self, outcomes: list[StepOutcome]) -> None:
+        self.calls = {
+            self.signature(o.step.tool_name, o.arguments): o.step.step_id
+            for o in outcomes
+            if o.arguments is not None
+        }
+
+
+def digest_results(outcomes: list[StepOutcome], max_chars: int) -> str:
+    """The results as the model reads them, each cut head-and-tail to share ``max_chars``."""
+    if not outcomes:
+        return "(none)"
+    per_result = max(max_chars // len(outcomes) - 80, 200)
+    lines = []
+    for outcome in outcomes:
+        status = "ok" if outcome.ok else "FAILED"
+        text = truncate_middle(
+            outcome.result.content,
+            per_result,
+            note=f"full result kept as ${{{outcome.step.step_id}}}",
+        )
+        lines.append(f"[{outcome.step.step_id}] {outcome.step.tool_name} ({status}): {text}")
+    return "\n".join(lines)
+
+
+class StepExecutor:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        model: ModelClient,
+        recorder: EventRecorder,
+        *,
+        tool_timeout_s: float,
+    ) -> None:
+        self.registry = registry
+        self.model = model
+        self.recorder = recorder
+        self.tool_timeout_s = tool_timeout_s
+
+    async def run(
+        self,
+        step: StepSchema,
+        task: TaskSchema,
+        question: str,
+        earlier: list[StepOutcome],
+        memory: CallMemory,
+        step_ids: frozenset[str] = frozenset(),
+    ) -> StepOutcome:
+        """Run ``step``; ``step_ids`` are the ids of every planned step, for references."""
+        started = time.perf_counter()
+        self.recorder.emit(
+            EventType.STEP_STARTED,
+            step.step_goal,
+            step=step.step_id,
+            task=task.task_id,
+            tool=step.tool_name,
+        )
+        outcome = StepOutcome(step, task.task_id, ToolResult(""))
+        tool = self.registry.get(step.tool_name)
+        try:
+            if tool is None:
+                raise ToolError(self.registry.unknown_tool_message(step.tool_name))
+            await self._call(tool, step, task, question, earlier, memory, step_ids, outcome)
+        except ToolError as exc:
+            outcome.result = ToolResult(str(exc), is_error=True)
+        except Exception as exc:  # an engine failure inside one step must not sink the others
+            outcome.result = ToolResult(f"{type(exc).__name__}: {exc}", is_error=True)
+        outcome.seconds = time.perf_counter() - started
+        self._report(outcome)
+        return outcome
+
+    async def _call(
+        self,
+        tool: ToolBase,
+        step: StepSchema,
+        task: TaskSchema,
+        question: str,
+        earlier: list[StepOutcome],
+        memory: CallMemory,
+        step_ids: frozenset[str],
+        outcome: StepOutcome,
+    ) -> None:
+        results = {o.step.step_id: o.result for o in earlier}
+
+        def report_progress(message: str, meta: dict[str, Any]) -> None:
+            self.recorder.emit(EventType.STEP_PROGRESS, message, step=step.step_id, **meta)
+
+        ctx = ToolContext(
+            llm=self.model,
+            step_id=step.step_id,
+            thinking=self.model.thinking,
+            report_progress=report_progress,
+        )
+        call = ToolCall(tool, ctx, timeout_s=self.tool_timeout_s)
+        arguments, why_not = call.literal_arguments(step.arguments, results, step_ids)
+        needs_model = tool.uses_model or arguments is None
+        unit = self.model.unit(ModelRole.EXECUTOR) if needs_model else contextlib.nullcontext()
+        async with unit:
+            if arguments is None:
+                self.recorder.emit(
+                    EventType.STEP_THINKING, why_not or "", step=step.step_id, tool=tool.name
+                )
+                brief = StepBrief(
+                    question=question,
+                    task_goal=task.task_goal,
+                    step_goal=step.step_goal,
+                    tool_intent=step.tool_intent,
+                    expected_output=step.expected_output,
+                    planned_arguments=step.arguments,
+                    results_digest=self._digest_for_arguments(earlier),
+                )
+                arguments = await call.think(brief, results, step_ids, why_not or "")
+                outcome.thought = True
+            outcome.arguments = arguments
+            repeated = memory.calls.get(CallMemory.signature(tool.name, arguments))
+            if repeated is not None:
+                raise ToolError(
+                    f"repeated call: {tool.name} with the same arguments as step {repeated} "
+                    "of the previous task; it was not run again (see that step's result)"
+                )
+            self.recorder.emit(
+                EventType.ACTION,
+                json.dumps(arguments, ensure_ascii=False, default=str),
+                step=step.step_id,
+                tool=tool.name,
+                arguments=arguments,
+            )
+            outcome.result = await call.act(arguments)
+
+    def _digest_for_arguments(self, earlier: list[StepOutcome]) -> str:
+        # Leave room for the instructions and the tool's schema around the results.
+        chars = max(self.model.prompt_budget(CallPurpose.ARGUMENTS) * 3 - 3_000, 600)
+        return digest_results(earlier, chars) if earlier else ""
+
+    def _report(self, outcome: StepOutcome) -> None:
+        step_id = outcome.step.step_id
+        content = truncate_middle(outcome.result.content, EVENT_CONTENT_CHARS)
+        self.recorder.emit(
+            EventType.OBSERVATION,
+            content,
+            step=step_id,
+            tool=outcome.step.tool_name,
+            is_error=outcome.result.is_error,
+            chars=len(outcome.result.content),
+        )
+        self.recorder.emit(
+            EventType.STEP_COMPLETED if outcome.ok else EventType.STEP_FAILED,
+            content,
+            step=step_id,
+            task=outcome.task_id,
+            tool=outcome.step.tool_name,
+            seconds=round(outcome.seconds, 4),
+            thought=outcome.thought,
+        )

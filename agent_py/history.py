@@ -1,0 +1,132 @@
+"""The JSONL event history, its sinks, and the hooks users attach to a run.
+
+Every event goes to the listener (the UI or terminal), to each sink (a file, IndexedDB in the
+page) and to the matching hook. None of them can stop a run: a failing sink or hook is
+logged and the run goes on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent_py.events import Event, EventType
+
+log = logging.getLogger("agent_py")
+
+EventListener = Callable[[Event], None]
+Hook = Callable[[Event], Awaitable[None] | None]
+
+
+class HistorySink(Protocol):
+    def write(self, event: Event) -> None: ...
+
+
+class FileSink:
+    """Appends one JSON line per event; each line is flushed so a crash loses nothing."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, event: Event) -> None:
+        with self.path.open("a", encoding="utf-8") as file:
+            file.write(event.to_json() + "\n")
+
+
+class MemorySink:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def write(self, event: Event) -> None:
+        self.events.append(event)
+
+
+def read_history(lines: Iterable[str]) -> list[Event]:
+    """Parse JSONL history lines (blank lines are skipped)."""
+    return [Event.from_json(line) for line in lines if line.strip()]
+
+
+def read_history_file(path: str | Path) -> list[Event]:
+    with Path(path).open(encoding="utf-8") as file:
+        return read_history(file)
+
+
+@dataclass
+class Hooks:
+    """Called with the event of the same name; exceptions are logged, never fatal."""
+
+    on_turn_start: Hook | None = None
+    on_action: Hook | None = None
+    on_observation: Hook | None = None
+    on_final: Hook | None = None
+
+    def for_event(self, event_type: EventType) -> Hook | None:
+        return {
+            EventType.TURN_START: self.on_turn_start,
+            EventType.ACTION: self.on_action,
+            EventType.OBSERVATION: self.on_observation,
+            EventType.FINAL: self.on_final,
+        }.get(event_type)
+
+
+class EventRecorder:
+    """Stamps events with the session, turn and time, and hands them out."""
+
+    def __init__(
+        self,
+        *,
+        listener: EventListener | None = None,
+        sinks: Iterable[HistorySink] = (),
+        hooks: Hooks | None = None,
+        session: str | None = None,
+    ) -> None:
+        self.session = session or uuid.uuid4().hex[:12]
+        self.turn = 0
+        self.listener = listener
+        self.sinks = list(sinks)
+        self.hooks = hooks or Hooks()
+        self._broken_sinks: set[int] = set()
+        self._pending_hooks: list[Awaitable[None]] = []
+
+    def emit(
+        self, type: EventType, content: str = "", *, step: str | None = None, **meta: Any
+    ) -> Event:
+        event = Event(
+            session=self.session, turn=self.turn, step=step, type=type, content=content, meta=meta
+        )
+        for index, sink in enumerate(self.sinks):
+            try:
+                sink.write(event)
+            except Exception:
+                if index not in self._broken_sinks:  # say it once, keep trying
+                    log.exception("history sink %r failed; the run goes on", sink)
+                    self._broken_sinks.add(index)
+        if self.listener is not None:
+            try:
+                self.listener(event)
+            except Exception:
+                log.exception("event listener failed on %s; the run goes on", type)
+        hook = self.hooks.for_event(type)
+        if hook is not None:
+            try:
+                result = hook(event)
+                if inspect.isawaitable(result):
+                    self._pending_hooks.append(result)
+            except Exception:
+                log.exception("hook for %s failed; the run goes on", type)
+        return event
+
+    async def flush_hooks(self) -> None:
+        """Await async hooks started since the last flush, logging their failures."""
+        pending, self._pending_hooks = self._pending_hooks, []
+        for awaitable in pending:
+            try:
+                await awaitable
+            except Exception:
+                log.exception("async hook failed; the run goes on")

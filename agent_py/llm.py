@@ -1,0 +1,393 @@
+"""The model interface: what an engine must do, a scripted engine for tests and demos, and
+the residency policy that decides when a model is loaded and unloaded.
+
+An engine (WebLLM in the page, the CPU engine, :class:`ScriptedLLM` here) implements
+:class:`LLM`. The agent never calls an engine directly: it goes through :class:`ManagedLLM`,
+which serializes calls, picks the model for each role, applies the :class:`ResidencyPolicy`
+and counts calls, reloads, unloads and tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import time
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal, TypedDict
+
+from pydantic import BaseModel
+
+from agent_py.budget import estimate_tokens
+
+
+class Message(TypedDict):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class CallPurpose(StrEnum):
+    PLAN = "plan"
+    ARGUMENTS = "arguments"
+    GENERATE = "generate"
+    RETHINK = "rethink"
+    ANSWER = "answer"
+
+
+class ModelRole(StrEnum):
+    PLANNER = "planner"
+    EXECUTOR = "executor"
+
+
+ROLE_OF_PURPOSE: dict[CallPurpose, ModelRole] = {
+    CallPurpose.PLAN: ModelRole.PLANNER,
+    CallPurpose.RETHINK: ModelRole.PLANNER,
+    CallPurpose.ANSWER: ModelRole.PLANNER,
+    CallPurpose.ARGUMENTS: ModelRole.EXECUTOR,
+    CallPurpose.GENERATE: ModelRole.EXECUTOR,
+}
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    """What a chat call is for. Engines use ``schema`` to constrain the reply."""
+
+    purpose: CallPurpose
+    model: str
+    max_tokens: int
+    schema: dict[str, Any] | None = None
+    thinking: bool = False
+    tool: str | None = None
+    step: str | None = None
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prefill_tokens_per_s: float | None = None
+    decode_tokens_per_s: float | None = None
+    time_to_first_token_s: float | None = None
+
+
+class ChatReply(BaseModel):
+    text: str
+    usage: Usage = Usage()
+    finish_reason: str = "stop"
+
+
+TokenCallback = Callable[[str], None]
+
+
+class LLMError(Exception):
+    """An engine failed; the message is meant for the user."""
+
+
+class ModelNotLoadedError(LLMError):
+    pass
+
+
+class MemoryPressureError(LLMError):
+    """The engine ran out of (GPU) memory; the call may succeed after an unload and reload."""
+
+
+class LLM(ABC):
+    """An engine that holds at most one model at a time."""
+
+    @property
+    @abstractmethod
+    def loaded_model(self) -> str | None: ...
+
+    @abstractmethod
+    async def reload(self, model: str) -> None:
+        """Load ``model``, unloading whatever was loaded."""
+
+    @abstractmethod
+    async def unload(self) -> None: ...
+
+    @abstractmethod
+    async def chat(
+        self, messages: list[Message], call: CallInfo, on_token: TokenCallback | None = None
+    ) -> ChatReply: ...
+
+    async def interrupt(self) -> None:  # noqa: B027 - optional: not every engine can
+        """Stop the generation under way, if the engine can (WebLLM's interruptGenerate)."""
+
+    def count_tokens(self, text: str) -> int:
+        return estimate_tokens(text)
+
+
+ScriptFunction = Callable[[list[Message], CallInfo], str | Awaitable[str]]
+Reply = str | ScriptFunction
+
+
+class ScriptedLLM(LLM):
+    """An engine defined by a Python function of the messages and the call.
+
+    For tests and demos only, and always chosen explicitly. It behaves like a real engine in
+    what the agent can observe: it must be loaded with the model a call names, it streams its
+    reply through ``on_token`` and it reports usage. ``calls`` records every call.
+    """
+
+    def __init__(self, script: ScriptFunction, *, reply_delay_s: float = 0.0) -> None:
+        self._script = script
+        self._reply_delay_s = reply_delay_s
+        self._loaded: str | None = None
+        self.calls: list[tuple[list[Message], CallInfo]] = []
+        self.load_history: list[str] = []
+
+    @classmethod
+    def replaying(
+        cls, replies: Mapping[CallPurpose | str, Reply | Sequence[Reply]], **options: Any
+    ) -> ScriptedLLM:
+        """Replies per purpose: one reply for every call, or a list used in order (the last
+        one repeats). A reply is text or a function of (messages, call)."""
+        queues: dict[CallPurpose, list[Reply]] = {}
+        for purpose, given in replies.items():
+            items = [given] if isinstance(given, str) or callable(given) else list(given)
+            if not items:
+                raise ValueError(f"no replies given for {purpose}")
+            queues[CallPurpose(purpose)] = items
+
+        def script(messages: list[Message], call: CallInfo) -> str | Awaitable[str]:
+            queue = queues.get(call.purpose)
+            if queue is None:
+                raise LLMError(f"the script has no reply for a {call.purpose.value} call")
+            reply = queue.pop(0) if len(queue) > 1 else queue[0]
+            return reply(messages, call) if callable(reply) else reply
+
+        return cls(script, **options)
+
+    @property
+    def loaded_model(self) -> str | None:
+        return self._loaded
+
+    async def reload(self, model: str) -> None:
+        self._loaded = model
+        self.load_history.append(model)
+
+    async def unload(self) -> None:
+        self._loaded = None
+
+    async def chat(
+        self, messages: list[Message], call: CallInfo, on_token: TokenCallback | None = None
+    ) -> ChatReply:
+        if self._loaded != call.model:
+            raise ModelNotLoadedError(
+                f"model {call.model!r} is not loaded (loaded: {self._loaded!r})"
+            )
+        self.calls.append(([dict(m) for m in messages], call))  # type: ignore[misc]
+        reply = self._script(messages, call)
+        text = await reply if inspect.isawaitable(reply) else reply
+        if self._reply_delay_s:
+            await asyncio.sleep(self._reply_delay_s)
+        if on_token is not None:
+            for start in range(0, len(text), 16):
+                on_token(text[start : start + 16])
+        prompt = sum(self.count_tokens(m["content"]) for m in messages)
+        usage = Usage(prompt_tokens=prompt, completion_tokens=self.count_tokens(text))
+        return ChatReply(text=text, usage=usage)
+
+
+class ResidencyPolicy(StrEnum):
+    """When the model is loaded.
+
+    ``per_step``: reload before each unit of model work (planning, a step, a rethink, the
+    answer) and unload after, freeing GPU memory in between. ``keep_warm``: load once, unload
+    on close. ``auto``: keep warm, but behave as per_step when the roles use different models
+    or after the engine reported memory pressure.
+    """
+
+    PER_STEP = "per_step"
+    KEEP_WARM = "keep_warm"
+    AUTO = "auto"
+
+
+class ModelRoles(BaseModel):
+    """The model for each role; the executor uses the planner's model unless named."""
+
+    planner: str
+    executor: str | None = None
+
+    def model_for(self, role: ModelRole) -> str:
+        if role is ModelRole.EXECUTOR and self.executor:
+            return self.executor
+        return self.planner
+
+
+@dataclass
+class ModelStats:
+    calls: Counter[str] = field(default_factory=Counter)
+    reloads: int = 0
+    unloads: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_time_s: float = 0.0
+
+    def snapshot(self) -> ModelStats:
+        return ModelStats(
+            Counter(self.calls),
+            self.reloads,
+            self.unloads,
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.model_time_s,
+        )
+
+    def since(self, earlier: ModelStats) -> ModelStats:
+        return ModelStats(
+            self.calls - earlier.calls,
+            self.reloads - earlier.reloads,
+            self.unloads - earlier.unloads,
+            self.prompt_tokens - earlier.prompt_tokens,
+            self.completion_tokens - earlier.completion_tokens,
+            self.model_time_s - earlier.model_time_s,
+        )
+
+
+ModelEventCallback = Callable[[str, dict[str, Any]], None]
+
+# Set while a unit of model work holds the engine under per_step, so nested units and the
+# calls inside them do not reload again. Context variables follow asyncio tasks.
+_in_unit: contextvars.ContextVar[bool] = contextvars.ContextVar("agent_py_in_unit", default=False)
+
+
+class ManagedLLM:
+    """The agent's view of an engine: one call at a time, the right model for each role."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        roles: ModelRoles,
+        policy: ResidencyPolicy = ResidencyPolicy.AUTO,
+        *,
+        on_model_event: ModelEventCallback | None = None,
+    ) -> None:
+        self.llm = llm
+        self.roles = roles
+        self.policy = policy
+        self.stats = ModelStats()
+        self._on_model_event = on_model_event
+        self._memory_pressure = False
+        self._call_lock = asyncio.Lock()
+        self._unit_lock = asyncio.Lock()
+
+    @property
+    def effective_policy(self) -> ResidencyPolicy:
+        if self.policy is not ResidencyPolicy.AUTO:
+            return self.policy
+        two_models = self.roles.model_for(ModelRole.PLANNER) != self.roles.model_for(
+            ModelRole.EXECUTOR
+        )
+        if two_models or self._memory_pressure:
+            return ResidencyPolicy.PER_STEP
+        return ResidencyPolicy.KEEP_WARM
+
+    def count_tokens(self, text: str) -> int:
+        return self.llm.count_tokens(text)
+
+    @asynccontextmanager
+    async def unit(self, role: ModelRole) -> AsyncIterator[None]:
+        """A unit of model work. Under per_step the model is loaded for it and unloaded after,
+        and the unit holds the engine: concurrent steps take turns."""
+        if _in_unit.get() or self.effective_policy is not ResidencyPolicy.PER_STEP:
+            yield
+            return
+        async with self._unit_lock:
+            token = _in_unit.set(True)
+            try:
+                async with self._call_lock:
+                    await self._reload(self.roles.model_for(role))
+                yield
+            finally:
+                _in_unit.reset(token)
+                async with self._call_lock:
+                    if self.llm.loaded_model is not None:
+                        await self._unload()
+
+    async def chat(
+        self,
+        messages: list[Message],
+        purpose: CallPurpose,
+        *,
+        max_tokens: int,
+        schema: dict[str, Any] | None = None,
+        thinking: bool = False,
+        tool: str | None = None,
+        step: str | None = None,
+        on_token: TokenCallback | None = None,
+    ) -> ChatReply:
+        role = ROLE_OF_PURPOSE[purpose]
+        if not _in_unit.get() and self.effective_policy is ResidencyPolicy.PER_STEP:
+            async with self.unit(role):
+                return await self.chat(
+                    messages,
+                    purpose,
+                    max_tokens=max_tokens,
+                    schema=schema,
+                    thinking=thinking,
+                    tool=tool,
+                    step=step,
+                    on_token=on_token,
+                )
+        model = self.roles.model_for(role)
+        call = CallInfo(purpose, model, max_tokens, schema, thinking, tool, step)
+        async with self._call_lock:
+            if self.llm.loaded_model != model:
+                await self._reload(model)
+            try:
+                reply = await self._timed_chat(messages, call, on_token)
+            except MemoryPressureError as error:
+                if self.policy is not ResidencyPolicy.AUTO:
+                    raise
+                # Free what the engine holds, load again, and from now on unload between units.
+                self._memory_pressure = True
+                self._emit("memory_pressure", {"error": str(error)})
+                await self._unload()
+                await self._reload(model)
+                reply = await self._timed_chat(messages, call, on_token)
+        return reply
+
+    async def interrupt(self) -> None:
+        await self.llm.interrupt()
+
+    async def close(self) -> None:
+        async with self._call_lock:
+            if self.llm.loaded_model is not None:
+                await self._unload()
+
+    async def _timed_chat(
+        self, messages: list[Message], call: CallInfo, on_token: TokenCallback | None
+    ) -> ChatReply:
+        self.stats.calls[call.purpose.value] += 1
+        started = time.perf_counter()
+        try:
+            reply = await self.llm.chat(messages, call, on_token)
+        except asyncio.CancelledError:
+            await self.llm.interrupt()
+            raise
+        finally:
+            self.stats.model_time_s += time.perf_counter() - started
+        self.stats.prompt_tokens += reply.usage.prompt_tokens
+        self.stats.completion_tokens += reply.usage.completion_tokens
+        return reply
+
+    async def _reload(self, model: str) -> None:
+        started = time.perf_counter()
+        await self.llm.reload(model)
+        self.stats.reloads += 1
+        self.stats.model_time_s += time.perf_counter() - started
+        self._emit("reload", {"model": model, "reloads": self.stats.reloads})
+
+    async def _unload(self) -> None:
+        await self.llm.unload()
+        self.stats.unloads += 1
+        self._emit("unload", {"unloads": self.stats.unloads})
+
+    def _emit(self, action: str, meta: dict[str, Any]) -> None:
+        if self._on_model_event is not None:
+            self._on_model_event(action, meta)

@@ -1,0 +1,112 @@
+"""How the agent asks the model: fitted to the context window, replies recorded.
+
+Every model call of a run goes through :class:`ModelClient.ask`, so budget fitting, the
+``<think>`` split and the assistant/thinking events happen in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic import BaseModel
+
+from agent_py.budget import fit_messages
+from agent_py.events import EventType
+from agent_py.history import EventRecorder
+from agent_py.llm import CallPurpose, LLMError, ManagedLLM, Message, ModelRole
+from agent_py.parsing import split_thinking
+
+TokenListener = Callable[[str, str | None, str], None]
+"""Streaming text: (purpose, step id or None, chunk)."""
+
+
+class ReplyBudgets(BaseModel):
+    """Max tokens of a reply, per purpose. Small defaults keep CPU engines usable."""
+
+    plan: int = 1024
+    arguments: int = 512
+    generate: int = 1024
+    rethink: int = 1024
+    answer: int = 1024
+
+    def for_purpose(self, purpose: CallPurpose) -> int:
+        return int(getattr(self, purpose.value))
+
+
+class ModelClient:
+    def __init__(
+        self,
+        llm: ManagedLLM,
+        recorder: EventRecorder,
+        *,
+        context_window: int,
+        budgets: ReplyBudgets,
+        thinking: bool = False,
+        timeout_s: float = 600.0,
+        on_token: TokenListener | None = None,
+    ) -> None:
+        self.llm = llm
+        self.recorder = recorder
+        self.context_window = context_window
+        self.budgets = budgets
+        self.thinking = thinking
+        self.timeout_s = timeout_s
+        self.on_token = on_token
+
+    def prompt_budget(self, purpose: CallPurpose) -> int:
+        """Tokens a prompt for ``purpose`` may use: the window minus the reply budget."""
+        return self.context_window - self.budgets.for_purpose(purpose)
+
+    @asynccontextmanager
+    async def unit(self, role: ModelRole) -> AsyncIterator[None]:
+        async with self.llm.unit(role):
+            yield
+
+    async def ask(
+        self,
+        messages: list[Message],
+        purpose: CallPurpose,
+        *,
+        schema: dict[str, Any] | None = None,
+        tool: str | None = None,
+        step: str | None = None,
+    ) -> str:
+        """Send ``messages`` and return the reply without its ``<think>`` blocks."""
+        max_tokens = self.budgets.for_purpose(purpose)
+        fitted = fit_messages(messages, self.prompt_budget(purpose), self.llm.count_tokens)
+        on_token = None
+        if self.on_token is not None:
+            listener = self.on_token
+            on_token = lambda chunk: listener(purpose.value, step, chunk)  # noqa: E731
+        call = self.llm.chat(
+            fitted,
+            purpose,
+            max_tokens=max_tokens,
+            schema=schema,
+            thinking=self.thinking,
+            tool=tool,
+            step=step,
+            on_token=on_token,
+        )
+        try:
+            reply = await asyncio.wait_for(call, self.timeout_s)
+        except TimeoutError:
+            raise LLMError(
+                f"the model did not answer the {purpose.value} call within {self.timeout_s:g} s"
+            ) from None
+        text, thinking = split_thinking(reply.text)
+        if thinking:
+            self.recorder.emit(EventType.THINKING, thinking, step=step, purpose=purpose.value)
+        self.recorder.emit(
+            EventType.ASSISTANT,
+            text,
+            step=step,
+            purpose=purpose.value,
+            tool=tool,
+            finish_reason=reply.finish_reason,
+            usage=reply.usage.model_dump(exclude_none=True),
+        )
+        return text

@@ -1,0 +1,166 @@
+"""Reading model replies: tolerant, and with one documented error for what cannot be read.
+
+Small models wrap JSON in code fences, think aloud first (Qwen3's ``<think>``), stop in the
+middle, or add chatter after the closing tag. The functions here take what is usable and
+say exactly what was wrong otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent_py.plan import PlanSchema
+
+_THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)(?:```|$)", re.DOTALL)
+
+
+class ReplyParseError(ValueError):
+    """A reply could not be read; ``reason`` says why, in words a model can act on."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class PlanParseError(ReplyParseError):
+    pass
+
+
+def split_thinking(text: str) -> tuple[str, str]:
+    """Return ``(reply, thinking)``: the reply without ``<think>`` blocks, and their text.
+
+    An unclosed ``<think>`` (the reply was cut while thinking) makes the rest thinking.
+    """
+    thoughts = [m.strip() for m in _THINK_BLOCK.findall(text)]
+    reply = _THINK_BLOCK.sub("", text)
+    opened = _THINK_OPEN.search(reply)
+    if opened:
+        thoughts.append(reply[opened.end() :].strip())
+        reply = reply[: opened.start()]
+    reply = reply.replace("</think>", "")
+    return reply.strip(), "\n\n".join(t for t in thoughts if t)
+
+
+def extract_tag(text: str, tag: str) -> str | None:
+    """The content of ``<tag>…</tag>``; to the end of the text when the close is missing."""
+    match = re.search(rf"<{tag}>(.*?)(?:</{tag}>|$)", text, re.DOTALL | re.IGNORECASE)
+    return match.group(1).strip() if match else None
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON value in ``text`` (inside a code fence or bare, chatter around it)."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    error = "no JSON object found"
+    for candidate in candidates:
+        start = _first_json_start(candidate)
+        if start < 0:
+            continue
+        try:
+            value, _ = json.JSONDecoder().raw_decode(candidate, start)
+        except json.JSONDecodeError as exc:
+            if exc.pos >= len(candidate.rstrip()):
+                error = "the JSON is cut off before its end (the reply was truncated)"
+            else:
+                error = f"invalid JSON: {exc.msg} at character {exc.pos - start}"
+            continue
+        except RecursionError:
+            error = "the JSON is nested too deeply"
+            continue
+        return value
+    raise ReplyParseError(error)
+
+
+def _first_json_start(text: str) -> int:
+    positions = [p for p in (text.find("{"), text.find("[")) if p >= 0]
+    return min(positions) if positions else -1
+
+
+def parse_plan(text: str) -> PlanSchema:
+    """Read a plan from a reply: ``<plan>{…}</plan>``, tolerating fences, thinking and
+    trailing text. Raises :class:`PlanParseError` and nothing else."""
+    try:
+        return _parse_plan(text)
+    except PlanParseError:
+        raise
+    except ReplyParseError as exc:
+        raise PlanParseError(exc.reason) from None
+    except (ValueError, TypeError, RecursionError) as exc:  # defensive: never leak others
+        raise PlanParseError(f"unreadable plan: {exc}") from None
+
+
+def _parse_plan(text: str) -> PlanSchema:
+    reply, _ = split_thinking(text)
+    body = extract_tag(reply, "plan")
+    value = extract_json(body if body is not None else reply)
+    if isinstance(value, list):
+        value = {"tasks": value}
+    if isinstance(value, dict) and "tasks" not in value and isinstance(value.get("plan"), dict):
+        value = value["plan"]
+    if not isinstance(value, dict):
+        raise PlanParseError('the plan must be a JSON object with a "tasks" list')
+    try:
+        return PlanSchema.model_validate(value)
+    except ValidationError as exc:
+        raise PlanParseError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError, limit: int = 5) -> str:
+    parts = []
+    for error in exc.errors()[:limit]:
+        where = ".".join(str(p) for p in error["loc"]) or "plan"
+        parts.append(f"{where}: {error['msg']}")
+    more = len(exc.errors()) - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+class RethinkStatus(StrEnum):
+    CONTINUE = "continue"
+    CHANGED = "changed"
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class RethinkDecision:
+    status: RethinkStatus
+    plan: PlanSchema | None = None
+    final: str | None = None
+
+
+def parse_rethink(text: str) -> RethinkDecision:
+    """Read ``<status>continue|changed|done</status>`` and its ``<plan>`` or ``<final>``.
+
+    A missing status is inferred from what follows it. Raises :class:`ReplyParseError`
+    when the status is unknown, or a changed plan or a final answer is missing or invalid.
+    """
+    reply, _ = split_thinking(text)
+    raw_status = extract_tag(reply, "status")
+    final = extract_tag(reply, "final")
+    has_plan = extract_tag(reply, "plan") is not None
+    if raw_status is None:
+        if final is not None:
+            raw_status = "done"
+        elif has_plan:
+            raw_status = "changed"
+        else:
+            raise ReplyParseError("the reply has no <status>continue|changed|done</status>")
+    try:
+        status = RethinkStatus(raw_status.strip().lower())
+    except ValueError:
+        raise ReplyParseError(
+            f"unknown status {raw_status.strip()[:40]!r}; use continue, changed or done"
+        ) from None
+    if status is RethinkStatus.CHANGED:
+        return RethinkDecision(status, plan=parse_plan(reply))
+    if status is RethinkStatus.DONE:
+        if not final:
+            raise ReplyParseError("status done needs the answer in <final>…</final>")
+        return RethinkDecision(status, final=final)
+    return RethinkDecision(status)

@@ -1,0 +1,242 @@
+"""The loop: plan, run each task's steps concurrently, rethink, answer.
+
+The planner keeps one append-only conversation (plan, then each rethink, then the answer)
+so an engine that reuses its KV cache for a growing conversation (WebLLM) only prefills
+what is new.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agent_py.budget import BYTES_PER_TOKEN, prompt_tokens
+from agent_py.events import AgentState, EventType
+from agent_py.execution import CallMemory, StepExecutor, StepOutcome, digest_results
+from agent_py.history import EventRecorder
+from agent_py.llm import CallPurpose, Message, ModelRole
+from agent_py.model_client import ModelClient
+from agent_py.parsing import (
+    PlanParseError,
+    ReplyParseError,
+    RethinkDecision,
+    RethinkStatus,
+    parse_plan,
+    parse_rethink,
+)
+from agent_py.plan import MAX_STEPS_PER_TASK, MAX_TASKS, PlanSchema, TaskSchema, plan_json_schema
+from agent_py.prompts import render
+from agent_py.tools.registry import ToolRegistry
+
+INSTRUCTION_TOKENS = 300  # the rethink and answer instructions around the results
+
+
+class RunFailure(Exception):
+    """The run cannot go on; the message says why, for the user."""
+
+
+@dataclass
+class PlanRun:
+    """What a run produced, kept even when it fails part-way."""
+
+    answer: str = ""
+    plans: list[PlanSchema] = field(default_factory=list)
+    outcomes: list[StepOutcome] = field(default_factory=list)
+    replans: int = 0
+
+
+StateListener = Callable[[AgentState], None]
+
+
+class PlanAndRethink:
+    def __init__(
+        self,
+        model: ModelClient,
+        registry: ToolRegistry,
+        recorder: EventRecorder,
+        *,
+        max_steps: int,
+        max_replans: int,
+        tool_timeout_s: float,
+        on_state: StateListener,
+    ) -> None:
+        self.model = model
+        self.registry = registry
+        self.recorder = recorder
+        self.max_steps = max_steps
+        self.max_replans = max_replans
+        self.executor = StepExecutor(registry, model, recorder, tool_timeout_s=tool_timeout_s)
+        self._on_state = on_state
+
+    def plan_schema(self) -> dict[str, object]:
+        return plan_json_schema(self.registry.names)
+
+    async def plan(self, question: str, run: PlanRun) -> PlanRun:
+        """Solve ``question``, filling ``run`` as it goes (the caller keeps it on failure)."""
+        self._on_state(AgentState.PLANNING)
+        conversation: list[Message] = [
+            {"role": "system", "content": self._plan_system_prompt()},
+            {"role": "user", "content": render("plan_user", question=question)},
+        ]
+        async with self.model.unit(ModelRole.PLANNER):
+            plan = await self._make_plan(conversation)
+        run.plans.append(plan)
+        self.recorder.emit(
+            EventType.PLAN_STARTED,
+            f"{len(plan.tasks)} tasks, {len(plan.steps())} steps",
+            plan=plan.model_dump(exclude_none=True),
+        )
+        pending = list(plan.tasks)
+        memory = CallMemory()
+        final: str | None = None
+        while pending:
+            task = pending.pop(0)
+            if len(run.outcomes) + len(task.steps) > self.max_steps:
+                raise RunFailure(
+                    f"stopped at max_steps={self.max_steps}: task {task.task_id} would run "
+                    f"step {len(run.outcomes) + len(task.steps)}"
+                )
+            self._on_state(AgentState.EXECUTING)
+            earlier = list(run.outcomes)
+            step_ids = frozenset(s.step_id for plan in run.plans for s in plan.steps())
+            outcomes = await asyncio.gather(
+                *(
+                    self.executor.run(step, task, question, earlier, memory, step_ids)
+                    for step in task.steps
+                )
+            )
+            run.outcomes.extend(outcomes)
+            memory.remember(outcomes)
+            self._on_state(AgentState.REFLECTING)
+            async with self.model.unit(ModelRole.PLANNER):
+                decision = await self._rethink(conversation, task, outcomes, pending)
+            if decision.status is RethinkStatus.DONE:
+                final = decision.final
+                break
+            if decision.status is RethinkStatus.CHANGED and decision.plan is not None:
+                run.replans += 1
+                if run.replans > self.max_replans:
+                    raise RunFailure(f"stopped after {self.max_replans} re-plans")
+                run.plans.append(decision.plan)
+                pending = list(decision.plan.tasks)
+        self.recorder.emit(
+            EventType.PLAN_COMPLETED,
+            f"{len(run.outcomes)} steps run, {sum(not o.ok for o in run.outcomes)} failed",
+            steps=len(run.outcomes),
+            replans=run.replans,
+        )
+        if final is None:
+            async with self.model.unit(ModelRole.PLANNER):
+                final = await self._answer(conversation, question, run.outcomes)
+        run.answer = final
+        return run
+
+    def _plan_system_prompt(self) -> str:
+        tools = "\n".join(
+            f"- {tool.name}: {tool.description}\n  input schema: "
+            f"{json.dumps(tool.input_schema, ensure_ascii=False)}"
+            for tool in self.registry
+        )
+        return render("plan_system", tools=tools, max_tasks=MAX_TASKS, max_steps=MAX_STEPS_PER_TASK)
+
+    async def _make_plan(self, conversation: list[Message]) -> PlanSchema:
+        schema = self.plan_schema()
+        reply = await self.model.ask(conversation, CallPurpose.PLAN, schema=schema)
+        conversation.append({"role": "assistant", "content": reply})
+        try:
+            return parse_plan(reply)
+        except PlanParseError as first:
+            error = first.reason
+        conversation.append({"role": "user", "content": render("plan_repair", error=error)})
+        repaired = await self.model.ask(conversation, CallPurpose.PLAN, schema=schema)
+        conversation.append({"role": "assistant", "content": repaired})
+        if repaired.strip() == reply.strip():
+            raise RunFailure(f"no usable plan: {error} (the model repeated the same reply)")
+        try:
+            return parse_plan(repaired)
+        except PlanParseError as second:
+            raise RunFailure(f"no usable plan after one repair: {second.reason}") from None
+
+    async def _rethink(
+        self,
+        conversation: list[Message],
+        task: TaskSchema,
+        outcomes: list[StepOutcome],
+        pending: list[TaskSchema],
+    ) -> RethinkDecision:
+        remaining = (
+            json.dumps({"tasks": [t.model_dump(exclude_none=True) for t in pending]})
+            if pending
+            else "(none: this was the last task)"
+        )
+        conversation.append(
+            {
+                "role": "user",
+                "content": render(
+                    "rethink_user",
+                    task_id=task.task_id,
+                    task_goal=task.task_goal,
+                    results=digest_results(
+                        outcomes, self._results_chars(conversation, CallPurpose.RETHINK)
+                    ),
+                    remaining=remaining,
+                ),
+            }
+        )
+        reply = await self.model.ask(conversation, CallPurpose.RETHINK)
+        conversation.append({"role": "assistant", "content": reply})
+        try:
+            decision = parse_rethink(reply)
+        except ReplyParseError as first:
+            conversation.append(
+                {"role": "user", "content": render("rethink_repair", error=first.reason)}
+            )
+            repaired = await self.model.ask(conversation, CallPurpose.RETHINK)
+            conversation.append({"role": "assistant", "content": repaired})
+            try:
+                decision = parse_rethink(repaired)
+            except ReplyParseError as second:
+                # The plan still stands; an unreadable reflection is no reason to stop.
+                self.recorder.emit(
+                    EventType.REFLECTION,
+                    f"could not read the reflection ({second.reason}); continuing with the plan",
+                    task=task.task_id,
+                    status=RethinkStatus.CONTINUE.value,
+                    unreadable=True,
+                )
+                return RethinkDecision(RethinkStatus.CONTINUE)
+        self.recorder.emit(
+            EventType.REFLECTION,
+            decision.final or decision.status.value,
+            task=task.task_id,
+            status=decision.status.value,
+            plan=decision.plan.model_dump(exclude_none=True) if decision.plan else None,
+        )
+        return decision
+
+    async def _answer(
+        self, conversation: list[Message], question: str, outcomes: list[StepOutcome]
+    ) -> str:
+        conversation.append(
+            {
+                "role": "user",
+                "content": render(
+                    "answer_user",
+                    question=question,
+                    results=digest_results(
+                        outcomes, self._results_chars(conversation, CallPurpose.ANSWER)
+                    ),
+                ),
+            }
+        )
+        answer = await self.model.ask(conversation, CallPurpose.ANSWER)
+        conversation.append({"role": "assistant", "content": answer})
+        return answer
+
+    def _results_chars(self, conversation: list[Message], purpose: CallPurpose) -> int:
+        # What the conversation leaves free, less room for the instructions around results.
+        used = prompt_tokens(conversation, self.model.llm.count_tokens)
+        free_tokens = self.model.prompt_budget(purpose) - used - INSTRUCTION_TOKENS
+        return max(free_tokens * BYTES_PER_TOKEN, 600)

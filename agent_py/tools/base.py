@@ -1,0 +1,80 @@
+"""What a tool is: a name, a description, a JSON Schema for its input, and an async run."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_py.model_client import ModelClient
+
+JSONSchema = dict[str, Any]
+ProgressCallback = Callable[[str, dict[str, Any]], None]
+
+
+class ToolError(Exception):
+    """A tool failed; the message is shown to the model and the user as the observation."""
+
+
+@dataclass
+class ToolResult:
+    """What a tool returns.
+
+    ``content`` is the text the model reads (it may be cut to fit a prompt); ``data`` is the
+    full result, kept in Python for later steps that refer to it as ``${step_id}``.
+    """
+
+    content: str
+    data: Any = None
+    is_error: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def reference_text(self) -> str:
+        """What ``${step_id}`` inside a longer string becomes: the value, not its framing."""
+        if isinstance(self.data, str):
+            return self.data
+        if self.data is not None:
+            return json.dumps(self.data, ensure_ascii=False, default=str)
+        return self.content
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may use besides its arguments."""
+
+    llm: ModelClient
+    """Ask the model (budget-fitted, recorded); only tools with uses_model need it."""
+    step_id: str | None = None
+    thinking: bool = False
+    max_tokens: int = 1024
+    report_progress: ProgressCallback = field(default=lambda message, meta: None)
+
+
+class ToolBase(ABC):
+    """A tool the planner can name in a step."""
+
+    name: str
+    description: str
+    input_schema: JSONSchema
+    uses_model: bool = False
+    """True when running the tool calls the model (so per_step residency loads it)."""
+    timeout_s: float | None = None
+    """Own time limit; None means the agent's default tool timeout."""
+
+    def to_params(self) -> dict[str, Any]:
+        """The tool in OpenAI function-calling format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_schema,
+            },
+        }
+
+    @abstractmethod
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Act. Raise ToolError (or return is_error=True) for failures the model should see."""

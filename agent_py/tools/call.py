@@ -1,0 +1,214 @@
+"""One step's use of one tool: think (get valid arguments), then act.
+
+Think skips the model when the plan already gave arguments that meet the tool's schema.
+Otherwise the model fills them under the schema; a violation gets one repair round that
+shows the model the validator's message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import exceptions as schema_exceptions
+from jsonschema import validators
+
+from agent_py.llm import CallPurpose, Message
+from agent_py.parsing import ReplyParseError, extract_json
+from agent_py.prompts import render
+from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
+
+_REFERENCE = re.compile(r"\$\{([A-Za-z0-9_.-]+)\}")
+
+
+class InvalidArgumentsError(ToolError):
+    pass
+
+
+def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> str | None:
+    """None when ``arguments`` meet ``schema``, else the validator's message in one line."""
+    if not isinstance(arguments, dict):
+        return f"the arguments must be a JSON object, not {type(arguments).__name__}"
+    try:
+        validator_class = validators.validator_for(schema)
+        validator_class.check_schema(schema)
+    except schema_exceptions.SchemaError as exc:
+        return f"the tool's own input schema is invalid: {exc.message}"
+    error = schema_exceptions.best_match(validator_class(schema).iter_errors(arguments))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{where or 'arguments'}: {error.message}"
+
+
+def resolve_references(
+    value: Any, results: Mapping[str, ToolResult], step_ids: Collection[str] = ()
+) -> Any:
+    """Replace ``${step_id}`` with that step's result, inside strings at any depth.
+
+    Only ids of planned steps (``step_ids``, plus those with results) are references, so
+    JavaScript template literals such as ``${words.length}`` pass through untouched. A
+    string that is exactly one reference becomes the step's structured data when it has
+    any, so a list stays a list; elsewhere the result's text is spliced in.
+    """
+    known = set(step_ids) | set(results)
+
+    def splice(match: re.Match[str]) -> str:
+        if match.group(1) not in known:
+            return match.group(0)
+        return _lookup(match.group(1), results).reference_text()
+
+    if isinstance(value, str):
+        whole = _REFERENCE.fullmatch(value)
+        if whole and whole.group(1) in known:
+            result = _lookup(whole.group(1), results)
+            return result.data if result.data is not None else result.content
+        return _REFERENCE.sub(splice, value)
+    if isinstance(value, list):
+        return [resolve_references(item, results, known) for item in value]
+    if isinstance(value, dict):
+        return {key: resolve_references(item, results, known) for key, item in value.items()}
+    return value
+
+
+def _lookup(step_id: str, results: Mapping[str, ToolResult]) -> ToolResult:
+    if step_id not in results:
+        done = ", ".join(results) or "none yet"
+        raise ToolError(
+            f"the arguments refer to ${{{step_id}}}, which has no result yet (results: {done}); "
+            "a step can only use results of earlier tasks"
+        )
+    return results[step_id]
+
+
+@dataclass(frozen=True)
+class StepBrief:
+    """What the model is told about the step whose arguments it fills in."""
+
+    question: str
+    task_goal: str
+    step_goal: str
+    tool_intent: str
+    expected_output: str
+    planned_arguments: dict[str, Any] | None
+    results_digest: str
+
+
+class ToolCall:
+    """Think, then act, for one tool."""
+
+    def __init__(self, tool: ToolBase, ctx: ToolContext, *, timeout_s: float) -> None:
+        self.tool = tool
+        self.ctx = ctx
+        self.timeout_s = tool.timeout_s or timeout_s
+
+    def literal_arguments(
+        self,
+        planned: dict[str, Any] | None,
+        results: Mapping[str, ToolResult],
+        step_ids: Collection[str],
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """The plan's own arguments with references resolved, when they are valid.
+
+        Returns ``(arguments, None)`` when they can be used as they are, else
+        ``(None, why_not)``.
+        """
+        if planned is None:
+            return None, "the plan gave no arguments"
+        resolved = resolve_references(planned, results, step_ids)
+        problem = validate_arguments(self.tool.input_schema, resolved)
+        return (resolved, None) if problem is None else (None, problem)
+
+    async def think(
+        self,
+        brief: StepBrief,
+        results: Mapping[str, ToolResult],
+        step_ids: Collection[str],
+        why_not_literal: str,
+    ) -> dict[str, Any]:
+        """Ask the model for arguments that meet the tool's schema (one repair round)."""
+        hint = ""
+        if brief.planned_arguments is not None:
+            planned = json.dumps(brief.planned_arguments, ensure_ascii=False)
+            hint = f"The plan proposed {planned}, but: {why_not_literal}\n"
+        messages: list[Message] = [
+            {"role": "system", "content": render("arguments_system")},
+            {
+                "role": "user",
+                "content": render(
+                    "arguments_user",
+                    question=brief.question,
+                    task_goal=brief.task_goal,
+                    step_goal=brief.step_goal,
+                    tool_name=self.tool.name,
+                    tool_description=self.tool.description,
+                    tool_intent=brief.tool_intent,
+                    expected_output=brief.expected_output,
+                    schema=json.dumps(self.tool.input_schema, ensure_ascii=False),
+                    hint=hint,
+                    results=brief.results_digest or "(none yet)",
+                ),
+            },
+        ]
+        reply = await self._ask(messages)
+        arguments, problem = self._read_arguments(reply, results, step_ids)
+        if problem is None and arguments is not None:
+            return arguments
+        messages += [
+            {"role": "assistant", "content": reply},
+            {
+                "role": "user",
+                "content": render("arguments_repair", tool_name=self.tool.name, error=problem),
+            },
+        ]
+        repaired = await self._ask(messages)
+        if repaired.strip() == reply.strip():
+            raise InvalidArgumentsError(
+                f"invalid arguments for {self.tool.name}: {problem} "
+                "(the model repeated the same reply when asked to fix it)"
+            )
+        arguments, problem = self._read_arguments(repaired, results, step_ids)
+        if problem is not None or arguments is None:
+            raise InvalidArgumentsError(f"invalid arguments for {self.tool.name}: {problem}")
+        return arguments
+
+    async def act(self, arguments: dict[str, Any]) -> ToolResult:
+        """Run the tool under its time limit; failures come back as error results."""
+        try:
+            return await asyncio.wait_for(self.tool.run(arguments, self.ctx), self.timeout_s)
+        except TimeoutError:
+            return ToolResult(
+                f"{self.tool.name} timed out after {self.timeout_s:g} s", is_error=True
+            )
+        except ToolError as exc:
+            return ToolResult(f"{self.tool.name} failed: {exc}", is_error=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool bug must not end the run
+            return ToolResult(f"{self.tool.name} raised {type(exc).__name__}: {exc}", is_error=True)
+
+    async def _ask(self, messages: list[Message]) -> str:
+        return await self.ctx.llm.ask(
+            messages,
+            CallPurpose.ARGUMENTS,
+            schema=self.tool.input_schema,
+            tool=self.tool.name,
+            step=self.ctx.step_id,
+        )
+
+    def _read_arguments(
+        self, reply: str, results: Mapping[str, ToolResult], step_ids: Collection[str]
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        try:
+            value = extract_json(reply)
+        except ReplyParseError as exc:
+            return None, exc.reason
+        if not isinstance(value, dict):
+            return None, "the reply must be one JSON object"
+        resolved = resolve_references(value, results, step_ids)
+        problem = validate_arguments(self.tool.input_schema, resolved)
+        return (resolved, None) if problem is None else (None, problem)

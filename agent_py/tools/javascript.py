@@ -1,0 +1,92 @@
+"""``javascript_execute``: runs JavaScript through an injected runner.
+
+The runner decides where code runs: Node with a hard timeout in CPython
+(:mod:`agent_py.tools.node_runner`), a sandboxed Worker in the page. Code is the body of an
+async function: ``return`` gives the result, ``console.log`` output is captured.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
+
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_OUTPUT_LIMIT = 20_000
+
+
+@dataclass
+class JSRunResult:
+    """What a runner reports. ``value`` is the JSON-able return value, ``error`` a message."""
+
+    value: Any = None
+    console: list[str] = field(default_factory=list)
+    error: str | None = None
+    timed_out: bool = False
+    truncated: bool = False
+
+
+class JSRunner(Protocol):
+    async def run(self, code: str, *, timeout_s: float, output_limit: int) -> JSRunResult: ...
+
+
+class JavascriptExecutor(ToolBase):
+    name = "javascript_execute"
+    description = (
+        "Runs JavaScript (the body of an async function) in an isolated sandbox with no page, "
+        "files or storage. 'return' a JSON-serialisable value; console.log output is captured. "
+        "Use it for calculations, data transformation and parsing."
+    )
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "code": {
+                "type": "string",
+                "minLength": 1,
+                "description": "JavaScript function body; use return for the result",
+            }
+        },
+        "required": ["code"],
+        "additionalProperties": False,
+    }
+
+    def __init__(
+        self,
+        runner: JSRunner,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+    ) -> None:
+        self.runner = runner
+        self.run_timeout_s = timeout_s
+        self.output_limit = output_limit
+        # The runner enforces run_timeout_s itself; the agent's limit is a backstop above it.
+        self.timeout_s = timeout_s + 5
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        result = await self.runner.run(
+            str(arguments["code"]), timeout_s=self.run_timeout_s, output_limit=self.output_limit
+        )
+        if result.timed_out:
+            raise ToolError(f"the code ran longer than {self.run_timeout_s:g} s and was stopped")
+        console = "\n".join(result.console)
+        if result.error is not None:
+            detail = f"\nconsole:\n{console}" if console else ""
+            raise ToolError(f"{result.error}{detail}")
+        return ToolResult(
+            content=format_js_result(result.value, console, result.truncated),
+            data=result.value,
+            meta={"console": result.console, "truncated": result.truncated},
+        )
+
+
+def format_js_result(value: Any, console: str, truncated: bool) -> str:
+    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    parts = [f"result: {shown}"]
+    if console:
+        parts.append(f"console:\n{console}")
+    if truncated:
+        parts.append("(output was cut at the size limit)")
+    return "\n".join(parts)

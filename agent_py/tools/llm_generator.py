@@ -1,0 +1,40 @@
+"""``llm_generator``: the model writes, summarises, translates or explains."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_py.llm import CallPurpose, Message
+from agent_py.prompts import render
+from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
+
+
+class LLMGenerator(ToolBase):
+    name = "llm_generator"
+    description = (
+        "Writes, summarises, translates or explains text with the language model. "
+        "Give the full instruction and any text it works on in 'prompt'."
+    )
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "prompt": {
+                "type": "string",
+                "minLength": 1,
+                "description": "the instruction, with the text to work on",
+            }
+        },
+        "required": ["prompt"],
+        "additionalProperties": False,
+    }
+    uses_model = True
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        messages: list[Message] = [
+            {"role": "system", "content": render("generator_system")},
+            {"role": "user", "content": str(arguments["prompt"])},
+        ]
+        text = await ctx.llm.ask(messages, CallPurpose.GENERATE, tool=self.name, step=ctx.step_id)
+        if not text.strip():
+            raise ToolError("the model returned no text")
+        return ToolResult(text)

@@ -1,0 +1,49 @@
+"""The tools a run may use: the built-ins plus those of the MCP servers the user added."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from agent_py.tools.base import ToolBase
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[ToolBase] = ()) -> None:
+        self._tools: dict[str, ToolBase] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: ToolBase) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def remove(self, name: str) -> None:
+        self._tools.pop(name, None)
+
+    def replace_all(self, tools: Iterable[ToolBase], *, keep: Iterable[str] = ()) -> None:
+        """Swap in a new set of tools (an MCP refresh), keeping the named ones."""
+        kept = {name: self._tools[name] for name in keep if name in self._tools}
+        self._tools = kept
+        for tool in tools:
+            self.add(tool)
+
+    def merged(self, tools: Iterable[ToolBase]) -> ToolRegistry:
+        """A new registry with these tools added to this one's."""
+        return ToolRegistry([*self._tools.values(), *tools])
+
+    def get(self, name: str) -> ToolBase | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __iter__(self) -> Iterator[ToolBase]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def unknown_tool_message(self, name: str) -> str:
+        return f"unknown tool {name}; available: {', '.join(self.names) or 'none'}"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Sets up everything and runs all checks: lint, format, types, tests.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/setup.sh
+
+echo "== ruff"
+.venv/bin/ruff check agent_py tests scripts
+.venv/bin/ruff format --check agent_py tests scripts
+echo "== mypy (strict on agent_py)"
+.venv/bin/mypy agent_py
+echo "== pytest"
+.venv/bin/python -m pytest -q "$@"

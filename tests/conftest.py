@@ -1,0 +1,1 @@
+"""Shared test set-up: makes tests/support.py importable as ``support``."""

@@ -1,0 +1,83 @@
+"""javascript_execute in CPython: a Node process with a hard timeout and an output cap."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from agent_py.tools.javascript import JavascriptExecutor
+from agent_py.tools.node_runner import NodeRunner
+
+runner = NodeRunner()
+
+
+async def test_returns_a_value_and_captures_console() -> None:
+    result = await runner.run(
+        "console.log('a', {b: 1}); console.error('bad'); return [1, 'two']",
+        timeout_s=5,
+        output_limit=1000,
+    )
+    assert result.error is None
+    assert result.value == [1, "two"]
+    assert result.console == ['a {"b":1}', "[error] bad"]
+
+
+async def test_async_code_and_undefined_result() -> None:
+    result = await runner.run(
+        "await new Promise(r => setTimeout(r, 10))", timeout_s=5, output_limit=100
+    )
+    assert result.error is None and result.value is None
+
+
+async def test_an_infinite_loop_is_killed_at_the_timeout() -> None:
+    started = time.perf_counter()
+    result = await runner.run("while (true) {}", timeout_s=1, output_limit=100)
+    assert result.timed_out is True
+    assert time.perf_counter() - started < 3
+
+
+async def test_errors_come_back_with_their_message() -> None:
+    result = await runner.run("null.x", timeout_s=5, output_limit=100)
+    assert result.error is not None and "TypeError" in result.error
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "return require('fs').readFileSync('/etc/hostname', 'utf8')",
+        "return require('child_process').execSync('id').toString()",
+    ],
+)
+async def test_files_and_processes_are_denied(code: str) -> None:
+    result = await runner.run(code, timeout_s=5, output_limit=100)
+    assert result.error is not None and "Access to this API has been restricted" in result.error
+
+
+async def test_output_is_capped() -> None:
+    result = await runner.run(
+        "for (let i = 0; i < 10000; i++) console.log('x'.repeat(100)); return 'y'.repeat(5000)",
+        timeout_s=10,
+        output_limit=1000,
+    )
+    assert result.truncated is True
+    assert sum(len(line) for line in result.console) <= 1000
+    assert len(result.value) <= 1000
+
+
+async def test_a_flood_on_raw_stdout_does_not_break_the_result() -> None:
+    result = await runner.run(
+        "for (let i = 0; i < 2000; i++) process.stdout.write('z'.repeat(1000)); return 1",
+        timeout_s=10,
+        output_limit=1000,
+    )
+    assert result.value == 1
+    assert result.truncated is True
+
+
+async def test_the_tool_reports_a_timeout_as_an_error() -> None:
+    from agent_py.tools.base import ToolError
+
+    tool = JavascriptExecutor(runner, timeout_s=0.5)
+    with pytest.raises(ToolError, match=r"longer than 0\.5 s"):
+        await tool.run({"code": "for(;;){}"}, None)  # type: ignore[arg-type]

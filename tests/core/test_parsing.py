@@ -1,0 +1,129 @@
+"""Reading plans and reflections from model replies."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import plan_reply, step
+
+from agent_py.parsing import (
+    PlanParseError,
+    ReplyParseError,
+    RethinkStatus,
+    extract_json,
+    parse_plan,
+    parse_rethink,
+    split_thinking,
+)
+from agent_py.plan import PlanSchema
+
+PLAN_JSON = plan_reply([step("s1", "echo", {"text": "x"})], wrap=False)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        f"<plan>{PLAN_JSON}</plan>",
+        f"<think>Let me plan. {{not json}}</think>\n<plan>{PLAN_JSON}</plan>",
+        f"Sure! Here is the plan:\n```json\n{PLAN_JSON}\n```\nHope it helps.",
+        f"<plan>\n```json\n{PLAN_JSON}\n```\n</plan>",
+        f"<plan>{PLAN_JSON}</plan> trailing chatter {{ with braces",
+        f"<plan>{PLAN_JSON}",  # closing tag cut off
+        PLAN_JSON,
+        json.dumps(json.loads(PLAN_JSON)["tasks"]),  # a bare task list
+    ],
+)
+def test_plans_are_found_in_untidy_replies(reply: str) -> None:
+    plan = parse_plan(reply)
+    assert [s.step_id for s in plan.steps()] == ["s1"]
+    assert plan.tasks[0].steps[0].arguments == {"text": "x"}
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("no plan at all", "no JSON object found"),
+        ('<plan>{"tasks": [{"task_id": "t1", "task_goal": "g", "steps": [', "cut off"),
+        ("<plan>{'tasks': []}</plan>", "invalid JSON"),
+        ('<plan>{"tasks": []}</plan>', "tasks: List should have at least 1 item"),
+        ('<plan>{"steps": []}</plan>', "tasks: Field required"),
+        ("<plan>42</plan>", "no JSON object found"),
+        ("<plan>[1, 2]</plan>", "tasks.0"),
+        ("<plan>" + "[" * 5000 + "</plan>", "nested too deeply"),
+    ],
+)
+def test_unusable_plans_give_the_documented_error(reply: str, reason: str) -> None:
+    with pytest.raises(PlanParseError) as caught:
+        parse_plan(reply)
+    assert reason in caught.value.reason
+
+
+def test_duplicate_step_ids_are_rejected() -> None:
+    reply = plan_reply([step("s1", "a")], [step("s1", "b")])
+    with pytest.raises(PlanParseError, match="used twice"):
+        parse_plan(reply)
+
+
+def test_numeric_ids_are_accepted_as_text() -> None:
+    data = json.loads(PLAN_JSON)
+    data["tasks"][0]["task_id"] = 1
+    data["tasks"][0]["steps"][0]["step_id"] = 7
+    plan = parse_plan(json.dumps(data))
+    assert plan.tasks[0].task_id == "1" and plan.steps()[0].step_id == "7"
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        st.text(),
+        st.text(alphabet='<>{}[]":,plan/thinkstatus0123 \n`json', max_size=200),
+        st.builds(lambda a, b: a + PLAN_JSON[: len(b)] + b, st.text(max_size=20), st.text()),
+    )
+)
+def test_parse_plan_returns_a_plan_or_the_documented_error(text: str) -> None:
+    try:
+        result = parse_plan(text)
+    except PlanParseError as exc:
+        assert isinstance(exc.reason, str) and exc.reason
+    else:
+        assert isinstance(result, PlanSchema)
+
+
+def test_split_thinking_handles_closed_and_unclosed_blocks() -> None:
+    assert split_thinking("<think>a</think>B<think>c</think>D") == ("BD", "a\n\nc")
+    assert split_thinking("answer <think>cut while thinking") == ("answer", "cut while thinking")
+    assert split_thinking("</think>stray close") == ("stray close", "")
+
+
+def test_extract_json_prefers_a_fenced_block() -> None:
+    assert extract_json('say {"a": 1}\n```json\n{"b": 2}\n```') == {"b": 2}
+    with pytest.raises(ReplyParseError, match="cut off"):
+        extract_json('{"a": ')
+
+
+def test_rethink_replies() -> None:
+    assert parse_rethink("<status>continue</status>").status is RethinkStatus.CONTINUE
+    done = parse_rethink("<think>ok</think><status>done</status><final>**42**</final>")
+    assert (done.status, done.final) == (RethinkStatus.DONE, "**42**")
+    changed = parse_rethink("<status>changed</status><plan>" + PLAN_JSON + "</plan>")
+    assert changed.plan is not None and changed.plan.steps()[0].step_id == "s1"
+    assert parse_rethink("<final>inferred done</final>").status is RethinkStatus.DONE
+    assert parse_rethink(f"<plan>{PLAN_JSON}</plan>").status is RethinkStatus.CHANGED
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("I think we are fine", "no <status>"),
+        ("<status>maybe</status>", "unknown status 'maybe'"),
+        ("<status>done</status>", "needs the answer in <final>"),
+        ("<status>changed</status><plan>{}</plan>", "tasks: Field required"),
+    ],
+)
+def test_unreadable_reflections_say_why(reply: str, reason: str) -> None:
+    with pytest.raises(ReplyParseError) as caught:
+        parse_rethink(reply)
+    assert reason in caught.value.reason

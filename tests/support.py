@@ -1,0 +1,121 @@
+"""Helpers for tests: plan builders, sleeping and failing tools, an agent factory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from agent_py import (
+    Agent,
+    AgentConfig,
+    Event,
+    JavascriptExecutor,
+    LLMGenerator,
+    MemorySink,
+    ScriptedLLM,
+    ToolBase,
+    ToolContext,
+    ToolError,
+    ToolResult,
+)
+from agent_py.tools.node_runner import NodeRunner
+
+
+def step(
+    step_id: str, tool: str, arguments: dict[str, Any] | None = None, goal: str = ""
+) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "step_id": step_id,
+        "step_goal": goal or f"do {step_id}",
+        "tool_name": tool,
+        "tool_intent": f"use {tool}",
+        "expected_output": "a result",
+    }
+    if arguments is not None:
+        data["arguments"] = arguments
+    return data
+
+
+def plan_reply(*tasks: list[dict[str, Any]], wrap: bool = True) -> str:
+    body = json.dumps(
+        {
+            "tasks": [
+                {"task_id": f"t{i}", "task_goal": f"task {i}", "steps": steps}
+                for i, steps in enumerate(tasks, start=1)
+            ]
+        }
+    )
+    return f"<plan>{body}</plan>" if wrap else body
+
+
+CONTINUE = "<status>continue</status>"
+
+
+class SleepTool(ToolBase):
+    name = "sleep"
+    description = "Sleeps for the given seconds and returns them."
+    input_schema = {
+        "type": "object",
+        "properties": {"seconds": {"type": "number", "minimum": 0}},
+        "required": ["seconds"],
+    }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        await asyncio.sleep(float(arguments["seconds"]))
+        return ToolResult(f"slept {arguments['seconds']}", data=arguments["seconds"])
+
+
+class BrokenTool(ToolBase):
+    name = "broken"
+    description = "Always raises."
+    input_schema = {"type": "object", "properties": {}}
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        raise RuntimeError("disk on fire")
+
+
+class EchoTool(ToolBase):
+    name = "echo"
+    description = "Returns its text."
+    input_schema = {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "times": {"type": "integer", "minimum": 1}},
+        "required": ["text", "times"],
+        "additionalProperties": False,
+    }
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        self.calls.append(arguments)
+        if arguments["text"] == "fail":
+            raise ToolError("asked to fail")
+        return ToolResult(arguments["text"] * arguments["times"])
+
+
+def make_agent(
+    llm: ScriptedLLM, *tools: ToolBase, config: AgentConfig | None = None, **kwargs: Any
+) -> tuple[Agent, MemorySink]:
+    sink = MemorySink()
+    agent = Agent(
+        llm=llm,
+        tools=list(tools) or default_tools(),
+        config=config or AgentConfig(),
+        sinks=[sink],
+        **kwargs,
+    )
+    return agent, sink
+
+
+def default_tools() -> list[ToolBase]:
+    return [LLMGenerator(), JavascriptExecutor(NodeRunner(), timeout_s=5)]
+
+
+def of_type(events: list[Event], type_: str) -> list[Event]:
+    return [e for e in events if e.type == type_]
+
+
+def calls_for(llm: ScriptedLLM, purpose: str) -> int:
+    return sum(1 for _, call in llm.calls if call.purpose == purpose)
