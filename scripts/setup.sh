@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets up a fresh machine for agent_py: a virtual environment with the package and its
-# pinned development tools. Idempotent and quick when already done. Sourced or run.
+# Sets up a fresh machine for agent_py: a virtual environment with the package and its pinned
+# development tools, the vendored web assets (web/vendor), and, with --browser, Debian's
+# Chromium for the browser tests. Idempotent and quick when already done.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -13,4 +14,17 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e '.[dev]'
   touch "$stamp"
+fi
+
+# Pyodide, the wheels, WebLLM and the other page assets, pinned and hash-checked.
+.venv/bin/python scripts/vendor.py
+
+if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
+  # Playwright cannot download browsers here; Debian's Chromium is the browser of the tests.
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "Chromium is missing: run 'sudo apt-get install -y chromium' once, then try again." >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi

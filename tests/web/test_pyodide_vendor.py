@@ -1,0 +1,71 @@
+"""The vendored Pyodide runtime boots offline with our lock and every wheel imports."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_lock_entry_matches_its_wheel(vendored: Path) -> None:
+    lock = json.loads((vendored / "pyodide" / "pyodide-lock.json").read_text())
+    assert lock["info"]["abi_version"] == "2026_0"
+    assert {"pydantic", "pydantic-core", "jsonschema", "rpds-py", "agent-py"} <= set(
+        lock["packages"]
+    )
+    for key, package in lock["packages"].items():
+        wheel = vendored / "pyodide" / package["file_name"]
+        assert "/" not in package["file_name"], f"{key}: file_name must stay relative to the lock"
+        assert hashlib.sha256(wheel.read_bytes()).hexdigest() == package["sha256"], key
+        assert set(package["depends"]) <= set(lock["packages"]), f"{key} depends on a missing wheel"
+
+
+def test_manifest_lists_every_vendored_file(vendored: Path) -> None:
+    manifest = json.loads((vendored / "manifest.json").read_text())
+    listed = {f["path"]: f for f in manifest["files"]}
+    pins = json.loads((ROOT / "scripts" / "vendor-lock.json").read_text())
+    folders = ["pyodide"] + [spec["dest"] for spec in pins["npm"]]
+    on_disk = {
+        p.relative_to(vendored.parent).as_posix()
+        for folder in folders
+        for p in (vendored / folder).rglob("*")
+        if p.is_file()
+    }
+    assert set(listed) == on_disk
+    for path, entry in listed.items():
+        data = (vendored.parent / path).read_bytes()
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (entry["size"], entry["sha256"])
+
+
+@pytest.mark.browser
+def test_pyodide_boots_offline_and_imports_every_wheel(
+    page, page_url, request_log, browser_settings
+) -> None:
+    page.goto(page_url("dev/pyodide_boot.html"))
+    page.wait_for_selector(
+        "body:not([data-status='booting'])", timeout=browser_settings.BOOT_TIMEOUT_MS
+    )
+    report = page.evaluate("window.bootReport")
+
+    assert report.get("error") is None, report["error"]
+    failed = {name: c["detail"] for name, c in report["checks"].items() if not c["ok"]}
+    assert not failed, failed
+    assert page.get_attribute("body", "data-status") == "ok"
+    assert {
+        "pydantic",
+        "jsonschema",
+        "rpds stand-in",
+        "micropip",
+        "pyodide_http",
+        "agent_py",
+    } <= set(report["checks"])
+    # The worker's fetches are in the log (wheels come from the worker), and none left the origin.
+    assert any(url.endswith(".whl") for url in request_log.urls), request_log.urls
+    assert request_log.foreign() == []
+    assert request_log.failed == []
+    assert request_log.http_errors == []
+    print("pyodide boot timings (ms):", report["timings"])

@@ -1,0 +1,31 @@
+// Module worker: boots Pyodide from web/vendor with our own lock file, loads every wheel the
+// lock lists (no micropip, no network beyond this origin), runs pyodide_boot_checks.py and
+// posts one report: {timings, checks, versions, error?}.
+import { loadPyodide } from "../vendor/pyodide/pyodide.mjs";
+
+const PYODIDE_URL = new URL("../vendor/pyodide/", import.meta.url).href;
+const since = (t0) => Math.round(performance.now() - t0);
+
+async function boot() {
+  const t0 = performance.now();
+  const timings = {};
+  const checksSource = fetch(new URL("./pyodide_boot_checks.py", import.meta.url)).then((r) => r.text());
+  const pyodide = await loadPyodide({
+    indexURL: PYODIDE_URL,
+    lockFileURL: PYODIDE_URL + "pyodide-lock.json",
+  });
+  timings.pyodide_ready_ms = since(t0);
+
+  const packages = Object.keys(pyodide.lockfile.packages);
+  await pyodide.loadPackage(packages, { messageCallback: () => {} });
+  timings.packages_loaded_ms = since(t0);
+
+  const result = JSON.parse(await pyodide.runPythonAsync(await checksSource));
+  timings.imports_done_ms = since(t0);
+  return { timings, packages, ...result };
+}
+
+boot().then(
+  (report) => postMessage(report),
+  (error) => postMessage({ error: String(error && error.stack || error), timings: {}, checks: {} }),
+);
