@@ -1,0 +1,126 @@
+"""Talk to an MCP server from a terminal.
+
+    python -m agent_py.mcp URL tools                 list the server's tools
+    python -m agent_py.mcp URL call NAME '{"a": 1}'  call one and print what it returned
+
+The token comes from ``--token`` or the ``MCP_TOKEN`` environment variable (which keeps it
+out of the process list). Exit status: 0 success, 1 the tool reported an error
+(``isError``), 2 the server could not be reached, answered wrongly, or the command line
+was wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+from mcp_types import CallToolResult, Tool
+
+from agent_py.mcp.client import DEFAULT_TOOL_TIMEOUT_S, MCPClient
+from agent_py.mcp.errors import MCPError
+from agent_py.mcp.results import content_text
+
+EXIT_OK, EXIT_TOOL_ERROR, EXIT_FAILURE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--token", help="bearer token (default: $MCP_TOKEN)")
+    options.add_argument(
+        "--timeout", type=float, default=DEFAULT_TOOL_TIMEOUT_S, help="seconds (default: 60)"
+    )
+    parser = argparse.ArgumentParser(
+        prog="python -m agent_py.mcp",
+        description="List or call the tools of an MCP server (Streamable HTTP).",
+        parents=[options],
+    )
+    parser.add_argument("url", help="the server's MCP endpoint, e.g. http://127.0.0.1:8000/mcp")
+    commands = parser.add_subparsers(dest="command", required=True)
+    # Options are accepted after the command too; SUPPRESS keeps an omitted one from
+    # overwriting a value given before the command.
+    late = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    late.add_argument("--token", help=argparse.SUPPRESS)
+    late.add_argument("--timeout", type=float, help=argparse.SUPPRESS)
+    commands.add_parser("tools", parents=[late], help="list the tools")
+    call = commands.add_parser("call", parents=[late], help="call a tool")
+    call.add_argument("name", help="the tool's name")
+    call.add_argument("arguments", nargs="?", default="{}", help="JSON object (default: {})")
+    return parser
+
+
+def schema_summary(schema: dict[str, Any]) -> str:
+    """``name: type`` for each property; optional ones marked with ``?``."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or not properties:
+        return "(no arguments)"
+    required = set(schema.get("required") or [])
+    parts = []
+    for name, spec in properties.items():
+        kind = spec.get("type", "any") if isinstance(spec, dict) else "any"
+        if isinstance(kind, list):
+            kind = " | ".join(str(k) for k in kind)
+        parts.append(f"{name}{'' if name in required else '?'}: {kind}")
+    return ", ".join(parts)
+
+
+def format_tools(tools: list[Tool]) -> str:
+    if not tools:
+        return "The server offers no tools."
+    blocks = []
+    for tool in tools:
+        lines = [tool.name]
+        if tool.description:
+            lines.extend(f"    {line}" for line in tool.description.strip().splitlines())
+        lines.append(f"    arguments: {schema_summary(tool.input_schema)}")
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)
+
+
+def format_result(result: CallToolResult) -> str:
+    text = content_text(result.content)
+    if result.structured_content is not None and not text:
+        text = json.dumps(result.structured_content, indent=2, ensure_ascii=False)
+    return text
+
+
+async def _run(args: argparse.Namespace) -> int:
+    token = args.token if args.token is not None else os.environ.get("MCP_TOKEN")
+    async with MCPClient(args.url, token=token, tool_timeout_s=args.timeout) as client:
+        if args.command == "tools":
+            print(format_tools(await client.refresh_tools()))
+            return EXIT_OK
+        result = await client.call_tool(args.name, args.call_arguments)
+    output = format_result(result)
+    if result.is_error:
+        print(output or "The tool reported an error without a message.", file=sys.stderr)
+        return EXIT_TOOL_ERROR
+    print(output)
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "call":
+        try:
+            args.call_arguments = json.loads(args.arguments)
+        except ValueError as error:
+            print(f"error: the arguments are not valid JSON: {error}", file=sys.stderr)
+            return EXIT_FAILURE
+        if not isinstance(args.call_arguments, dict):
+            print("error: the arguments must be a JSON object, e.g. '{\"a\": 1}'", file=sys.stderr)
+            return EXIT_FAILURE
+    try:
+        return asyncio.run(_run(args))
+    except MCPError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

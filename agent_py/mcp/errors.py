@@ -1,0 +1,78 @@
+"""What can go wrong when talking to an MCP server.
+
+Every error's message is meant for the user: it says what happened and, where there is
+something to do, what to do. The classes let code react (reconnect, ask for a token)
+without parsing messages.
+
+    MCPError
+    ├── MCPConfigError          the server's settings cannot work here
+    ├── MCPConnectionError      the server cannot be reached, or the connection broke
+    ├── MCPTimeoutError         no answer in time (the request was cancelled)
+    ├── MCPHTTPError            an HTTP status that is not a success
+    │   ├── MCPAuthError        401 / 403
+    │   └── MCPSessionExpiredError  404 for a request that carried a session id
+    ├── MCPProtocolError        an answer that is not MCP: garbage, cut off, wrong version
+    └── MCPRemoteError          the server answered with a JSON-RPC error
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MCPError(Exception):
+    """Base class; ``str(error)`` is a sentence for the user."""
+
+
+class MCPConfigError(MCPError):
+    """The server's settings cannot work (a transport that does not exist here, a bad URL)."""
+
+
+class MCPConnectionError(MCPError):
+    """The server could not be reached, or the connection broke in the middle of an answer.
+
+    Transports raise it for every network-level failure (refused, DNS, TLS, and in the
+    browser a request blocked by CORS, which fetch reports the same way)."""
+
+
+class MCPTimeoutError(MCPError):
+    """The server did not answer in time."""
+
+
+class MCPHTTPError(MCPError):
+    """The server answered with an HTTP status that is not a success."""
+
+    def __init__(self, message: str, *, status: int, body: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class MCPAuthError(MCPHTTPError):
+    """The server wants a (different) token: HTTP 401 or 403."""
+
+
+class MCPSessionExpiredError(MCPHTTPError):
+    """HTTP 404 for a request with a session id: the server ended the session.
+
+    The client starts a new session and replays the request once; users see this only if
+    that fails too."""
+
+    def __init__(self, message: str, *, session_id: str, body: str = "") -> None:
+        super().__init__(message, status=404, body=body)
+        self.session_id = session_id
+
+
+class MCPProtocolError(MCPError):
+    """The server's answer is not what MCP prescribes: not JSON, cut off, an unknown
+    protocol version, a result of the wrong shape."""
+
+
+class MCPRemoteError(MCPError):
+    """The server answered a request with a JSON-RPC error."""
+
+    def __init__(self, message: str, *, code: int, remote_message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.remote_message = remote_message
+        self.data = data

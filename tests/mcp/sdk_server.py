@@ -1,0 +1,139 @@
+"""A real MCP server (the official ``mcp`` SDK) for the client tests.
+
+Run as ``python sdk_server.py PORT [--token TOKEN] [--json-response]``. It listens on
+127.0.0.1 only. Besides its tools it keeps a journal of what it received (methods, the
+``MCP-Protocol-Version`` header, cancellations) that the ``journal`` tool returns, so a
+test can assert what the client sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+import mcp_types as types
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+PAGE_SIZE = 4
+
+journal: list[dict[str, Any]] = []
+
+
+class StaticTokenVerifier:
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if token != self._token:
+            return None
+        return AccessToken(token=token, client_id="tests", scopes=[])
+
+
+async def record_and_paginate(
+    ctx: ServerRequestContext[Any, Any], call_next: CallNext
+) -> HandlerResult:
+    """Journal every inbound message; serve tools/list in pages of PAGE_SIZE."""
+    headers = getattr(ctx.request, "headers", None)
+    journal.append(
+        {
+            "method": ctx.method,
+            "id": ctx.request_id,
+            "params": dict(ctx.params or {}),
+            "protocol_header": headers.get("mcp-protocol-version") if headers else None,
+            "session": headers.get("mcp-session-id") if headers else None,
+        }
+    )
+    if ctx.method != "tools/list":
+        return await call_next(ctx)
+    cursor = (ctx.params or {}).get("cursor")
+    start = int(cursor) if cursor else 0
+    result = await call_next(replace(ctx, params={}))
+    if isinstance(result, BaseModel):
+        result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    assert isinstance(result, dict)
+    tools = result["tools"]
+    page: dict[str, Any] = {"tools": tools[start : start + PAGE_SIZE]}
+    if start + PAGE_SIZE < len(tools):
+        page["nextCursor"] = str(start + PAGE_SIZE)
+    return page
+
+
+def build_server(token: str | None) -> MCPServer:
+    auth: dict[str, Any] = {}
+    if token:
+        auth = {
+            "auth": AuthSettings(
+                issuer_url="http://127.0.0.1:9/",  # never contacted: tokens are checked locally
+                resource_server_url=None,
+            ),
+            "token_verifier": StaticTokenVerifier(token),
+        }
+    server = MCPServer("test-server", middleware=[record_and_paginate], **auth)
+
+    @server.tool(description="Echo the text back.")
+    def echo(text: str) -> str:
+        return text
+
+    @server.tool(description="Add two integers.")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @server.tool(description="Sleep, reporting progress each step.")
+    async def slow(ctx: Context, steps: int = 3, delay_s: float = 0.05) -> str:
+        try:
+            for step in range(steps):
+                await ctx.report_progress(step + 1, steps, f"step {step + 1} of {steps}")
+                await asyncio.sleep(delay_s)
+        except asyncio.CancelledError:
+            journal.append({"method": "slow/cancelled"})
+            raise
+        return f"slept {steps} steps"
+
+    @server.tool(description="Always fails.")
+    def fail(reason: str = "it broke") -> str:
+        raise ToolError(reason)
+
+    @server.tool(description="Register a new tool named NAME and announce the change.")
+    async def register_tool(ctx: Context, name: str) -> str:
+        def greet(who: str) -> str:
+            return f"hello {who}"
+
+        server.add_tool(greet, name=name, description="Greets.")
+        await ctx.request_context.session.send_notification(
+            types.ToolListChangedNotification(), related_request_id=ctx.request_id
+        )
+        return f"registered {name}"
+
+    @server.tool(description="What the server received so far.")
+    def journal_entries() -> list[dict[str, Any]]:
+        return journal
+
+    for index in range(3):
+
+        def filler(index: int = index) -> int:
+            return index
+
+        server.add_tool(filler, name=f"filler_{index}", description="Pads the tool list.")
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("port", type=int)
+    parser.add_argument("--token")
+    parser.add_argument("--json-response", action="store_true")
+    args = parser.parse_args()
+    build_server(args.token).run(
+        "streamable-http", host="127.0.0.1", port=args.port, json_response=args.json_response
+    )
+
+
+if __name__ == "__main__":
+    main()
