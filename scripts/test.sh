@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Sets up everything and runs all checks: lint, format, types, tests.
+# Sets up everything and runs all checks: lint, format, types, tests (CPython and Chromium).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --browser
 
 echo "== ruff"
-.venv/bin/ruff check agent_py tests scripts
-.venv/bin/ruff format --check agent_py tests scripts
+.venv/bin/ruff check agent_py tests scripts playwright.config.py
+.venv/bin/ruff format --check agent_py tests scripts playwright.config.py
 echo "== mypy (strict on agent_py)"
 .venv/bin/mypy agent_py
 echo "== pytest"

@@ -8,7 +8,6 @@ RequestLog, so a test can assert that nothing left our origin.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,20 +18,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from agent_py import web_server as serve
+from agent_py.terminal import load_browser_config
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    # playwright.config.py cannot be imported by name (the dot), and scripts/ is no package.
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-browser_config = _load(ROOT / "playwright.config.py", "agent_py_playwright_config")
-serve = _load(ROOT / "scripts" / "serve.py", "agent_py_serve")
+browser_config = load_browser_config()
 
 
 def origin_of(url: str) -> str | None:

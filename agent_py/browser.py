@@ -1,0 +1,330 @@
+"""The agent in the page: the Python side of the worker bridge.
+
+The worker (``web/worker.js``) hands :class:`PageSession` a bridge object whose methods are
+JavaScript functions. Only JSON strings cross the boundary, in both directions, so no proxy
+outlives a call. Bridge methods never reject: failures come back as
+``{"ok": false, "error": {"kind": ..., "message": ...}}``.
+
+Bridge methods (all but ``emit`` return a promise of a JSON string):
+
+- ``engineReload(model)``, ``engineUnload()``, ``engineInterrupt()`` → ``{"ok": true}``
+- ``engineChat(messages_json, call_json)`` → ``{"ok": true, "text", "usage", "finish_reason"}``
+- ``runJavaScript(code, timeout_ms, output_limit)`` →
+  ``{"value", "console", "error", "timedOut", "truncated"}``
+- ``emit(event_json)``: an agent event for the UI (and the session store).
+- ``mcpStatus(status_json)``: an MCP server's state for the servers panel (not an agent
+  event: it is not stored in the session history). Called only once servers are configured.
+
+MCP servers reach the network through a second object, ``http``
+(:class:`~agent_py.mcp.browser_transport.HttpBridge`: the worker's fetch, or the bridge
+extension). :meth:`PageSession.configure_servers` connects them; their tools join the
+agent's tools, named ``<server>__<tool>``, from the next run.
+
+This module imports nothing from Pyodide, so it is tested in CPython too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field, ValidationError
+
+from agent_py.agent import DEFAULT_MODEL, Agent, AgentConfig
+from agent_py.events import Event
+from agent_py.llm import (
+    LLM,
+    CallInfo,
+    ChatReply,
+    LLMError,
+    MemoryPressureError,
+    Message,
+    ModelRoles,
+    ResidencyPolicy,
+    TokenCallback,
+    Usage,
+)
+from agent_py.mcp.browser_transport import HttpBridge, browser_transport_factory
+from agent_py.mcp.errors import MCPConfigError
+from agent_py.mcp.host import MCPClientHost, MCPServerConfig, MCPServerStatus
+from agent_py.mcp.results import describe_validation_error
+from agent_py.mcp.transport import HTTPTransport
+from agent_py.model_client import ReplyBudgets
+from agent_py.tools.base import ToolBase
+from agent_py.tools.javascript import JavascriptExecutor, JSRunResult
+from agent_py.tools.llm_generator import LLMGenerator
+
+
+class Bridge(Protocol):
+    """The worker's JavaScript object; method names are JavaScript's."""
+
+    def engineReload(self, model: str) -> Awaitable[str]: ...
+    def engineUnload(self) -> Awaitable[str]: ...
+    def engineInterrupt(self) -> Awaitable[str]: ...
+    def engineChat(self, messages_json: str, call_json: str) -> Awaitable[str]: ...
+    def runJavaScript(self, code: str, timeout_ms: int, output_limit: int) -> Awaitable[str]: ...
+    def emit(self, event_json: str) -> None: ...
+    def mcpStatus(self, status_json: str) -> None: ...
+
+
+def _checked(reply_json: str) -> dict[str, Any]:
+    """Parse a bridge reply and turn ``ok: false`` into the matching exception."""
+    try:
+        reply = json.loads(reply_json)
+    except (TypeError, ValueError):
+        raise LLMError(f"the engine bridge sent an unreadable reply: {reply_json!r:.200}") from None
+    if not isinstance(reply, dict):
+        raise LLMError("the engine bridge sent an unreadable reply")
+    if reply.get("ok") is False:
+        error = reply.get("error") or {}
+        message = str(error.get("message") or "the engine failed")
+        if error.get("kind") == "memory":
+            raise MemoryPressureError(message)
+        raise LLMError(message)
+    return reply
+
+
+class BridgeLLM(LLM):
+    """An engine in JavaScript (WebLLM, the CPU engine, the scripted test engine).
+
+    Tokens stream from the engine to the UI on the JavaScript side, so ``on_token`` is not
+    used here: no per-token crossing into Python.
+    """
+
+    def __init__(self, bridge: Bridge) -> None:
+        self._bridge = bridge
+        self._loaded: str | None = None
+
+    @property
+    def loaded_model(self) -> str | None:
+        return self._loaded
+
+    async def reload(self, model: str) -> None:
+        self._loaded = None
+        _checked(await self._bridge.engineReload(model))
+        self._loaded = model
+
+    async def unload(self) -> None:
+        self._loaded = None
+        _checked(await self._bridge.engineUnload())
+
+    async def interrupt(self) -> None:
+        _checked(await self._bridge.engineInterrupt())
+
+    async def chat(
+        self, messages: list[Message], call: CallInfo, on_token: TokenCallback | None = None
+    ) -> ChatReply:
+        call_json = json.dumps(
+            {
+                "purpose": call.purpose.value,
+                "model": call.model,
+                "max_tokens": call.max_tokens,
+                "schema": call.schema,
+                "thinking": call.thinking,
+                "tool": call.tool,
+                "step": call.step,
+            }
+        )
+        reply = _checked(await self._bridge.engineChat(json.dumps(messages), call_json))
+        return ChatReply(
+            text=str(reply.get("text", "")),
+            usage=Usage.model_validate(reply.get("usage") or {}),
+            finish_reason=str(reply.get("finish_reason") or "stop"),
+        )
+
+
+class BridgeJSRunner:
+    """Runs ``javascript_execute`` code in the page's sandbox (a fresh Worker per call)."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self._bridge = bridge
+
+    async def run(self, code: str, *, timeout_s: float, output_limit: int) -> JSRunResult:
+        raw = await self._bridge.runJavaScript(code, int(timeout_s * 1000), output_limit)
+        try:
+            reply = json.loads(raw)
+        except (TypeError, ValueError):
+            return JSRunResult(error="the sandbox sent an unreadable reply")
+        return JSRunResult(
+            value=reply.get("value"),
+            console=[str(line) for line in reply.get("console") or []],
+            error=reply.get("error"),
+            timed_out=bool(reply.get("timedOut")),
+            truncated=bool(reply.get("truncated")),
+        )
+
+
+class PageSettings(BaseModel):
+    """The page's settings, as the UI stores them (snake_case JSON)."""
+
+    model: str = DEFAULT_MODEL
+    executor_model: str | None = None
+    residency: ResidencyPolicy = ResidencyPolicy.AUTO
+    thinking: bool = False
+    context_window: int = Field(4096, ge=512)
+    max_tokens: int = Field(1024, ge=64)
+    tool_timeout_s: float = Field(60.0, gt=0)
+    js_timeout_s: float = Field(10.0, gt=0)
+    max_steps: int = Field(100, ge=1)
+    plan_arguments: bool = True
+    plan_text_chars: int = Field(300, ge=20)
+    budgets: ReplyBudgets | None = None
+    """Reply budgets per purpose; without them every purpose gets ``max_tokens``."""
+
+    def agent_config(self) -> AgentConfig:
+        budget = min(self.max_tokens, self.context_window // 2)
+        budgets = self.budgets or ReplyBudgets(
+            plan=budget,
+            arguments=min(budget, 512),
+            generate=budget,
+            rethink=budget,
+            answer=budget,
+        )
+        return AgentConfig(
+            models=ModelRoles(planner=self.model, executor=self.executor_model or None),
+            residency=self.residency,
+            context_window=self.context_window,
+            budgets=budgets,
+            thinking=self.thinking,
+            plan_arguments=self.plan_arguments,
+            plan_text_chars=self.plan_text_chars,
+            max_steps=self.max_steps,
+            tool_timeout_s=self.tool_timeout_s,
+        )
+
+
+class PageSession:
+    """One conversation in the page: an agent that lives across turns until reconfigured,
+    and the MCP servers whose tools it may use."""
+
+    def __init__(
+        self, bridge: Bridge, session: str | None = None, *, http: HttpBridge | None = None
+    ) -> None:
+        self._bridge = bridge
+        self._session = session
+        self._settings = PageSettings()
+        self._agent: Agent | None = None
+        self._builtin_names: list[str] = []
+        self._servers: dict[str, MCPServerConfig] = {}
+        self._mcp = MCPClientHost(
+            transport_factory=browser_transport_factory(http) if http else _no_network,
+            on_status=self._server_status,
+        )
+
+    @property
+    def session(self) -> str | None:
+        return self._agent.session if self._agent else self._session
+
+    async def configure(self, settings_json: str) -> str:
+        """Apply settings; a change takes effect from the next run (the model is unloaded)."""
+        settings = PageSettings.model_validate_json(settings_json)
+        if settings != self._settings and self._agent is not None:
+            self._session = self._agent.session  # keep the conversation's session id
+            await self._agent.close()
+            self._agent = None
+        self._settings = settings
+        return settings.model_dump_json()
+
+    # MCP servers.
+
+    async def configure_servers(self, servers_json: str) -> str:
+        """Make the MCP servers those of ``servers_json`` (the panel's list): connect new and
+        changed ones concurrently, drop removed ones, leave unchanged ones connected. One
+        server's failure never stops the others. Returns every server's status as JSON;
+        each change is also reported through ``mcpStatus`` as it happens."""
+        wanted: dict[str, MCPServerConfig] = {}
+        invalid: list[MCPServerStatus] = []
+        items = json.loads(servers_json)
+        for item in items if isinstance(items, list) else []:
+            try:
+                config = MCPServerConfig.model_validate(item)
+            except ValidationError as error:
+                name = str(item.get("name") or "?") if isinstance(item, dict) else "?"
+                url = str(item.get("url") or "") if isinstance(item, dict) else ""
+                status = MCPServerStatus(
+                    name=name,
+                    url=url,
+                    state="error",
+                    error=f"These settings cannot be used: {describe_validation_error(error)}.",
+                )
+                invalid.append(status)
+                self._server_status(status)
+                continue
+            wanted[config.name] = config
+        for name in [n for n in self._servers if n not in wanted]:
+            del self._servers[name]
+            await self._mcp.remove_server(name)
+        changed = [c for name, c in wanted.items() if self._servers.get(name) != c]
+        self._servers.update({c.name: c for c in changed})
+        await asyncio.gather(*(self._mcp.add_server(c) for c in changed))
+        return self._statuses_json([*self._mcp.statuses(), *invalid])
+
+    async def reconnect_server(self, name: str) -> str:
+        """Connect a server again (it restarted, or the extension was just set up)."""
+        if name not in self._servers:
+            return self._statuses_json(self._mcp.statuses())
+        await self._mcp.reconnect(name)
+        return self._statuses_json(self._mcp.statuses())
+
+    def server_statuses(self) -> str:
+        return self._statuses_json(self._mcp.statuses())
+
+    def _status_data(self, status: MCPServerStatus) -> dict[str, Any]:
+        tools = [tool.name for tool in self._mcp.tools() if tool.server == status.name]
+        return {**status.model_dump(mode="json"), "tools": tools}
+
+    def _statuses_json(self, statuses: list[MCPServerStatus]) -> str:
+        return json.dumps([self._status_data(status) for status in statuses])
+
+    def _server_status(self, status: MCPServerStatus) -> None:
+        self._bridge.mcpStatus(json.dumps(self._status_data(status)))
+
+    # Runs.
+
+    async def run(self, question: str) -> str:
+        """Run one task; returns the RunResult as JSON. Events stream through ``emit``."""
+        agent = self._ensure_agent()
+        # The MCP tools as they are now: servers connected or dropped since the last run,
+        # and tool lists that changed, count from this run on.
+        agent.tools.replace_all(self._mcp.tools(), keep=self._builtin_names)
+        result = await agent.task(question)
+        return result.model_dump_json()
+
+    def cancel(self) -> None:
+        if self._agent is not None:
+            self._agent.cancel()
+
+    async def close(self) -> None:
+        if self._agent is not None:
+            await self._agent.close()
+            self._agent = None
+        await self._mcp.close()
+
+    def _ensure_agent(self) -> Agent:
+        if self._agent is None:
+            builtins: list[ToolBase] = [
+                LLMGenerator(),
+                JavascriptExecutor(
+                    BridgeJSRunner(self._bridge), timeout_s=self._settings.js_timeout_s
+                ),
+            ]
+            self._builtin_names = [tool.name for tool in builtins]
+            self._agent = Agent(
+                llm=BridgeLLM(self._bridge),
+                tools=[*builtins, *self._mcp.tools()],
+                on_event=self._emit,
+                config=self._settings.agent_config(),
+                session=self._session,
+            )
+        return self._agent
+
+    def _emit(self, event: Event) -> None:
+        self._bridge.emit(event.to_json())
+
+
+def _no_network(config: MCPServerConfig) -> HTTPTransport:
+    raise MCPConfigError(
+        f"The MCP server {config.name!r} cannot be reached: this page session has no HTTP bridge."
+    )

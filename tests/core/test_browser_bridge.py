@@ -1,0 +1,113 @@
+"""agent_py.browser: the Python side of the page's worker bridge, driven by a Python stand-in
+for the worker's JavaScript object (the real one is exercised in tests/web/test_page.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agent_py import AgentState, MemoryPressureError
+from agent_py.browser import BridgeLLM, PageSession, PageSettings
+from agent_py.llm import CallInfo, CallPurpose, LLMError
+
+
+class FakeBridge:
+    """Implements the JavaScript bridge's methods with canned JSON answers."""
+
+    def __init__(self, chat_replies: list[dict[str, Any]]) -> None:
+        self.chat_replies = chat_replies
+        self.events: list[dict[str, Any]] = []
+        self.calls: list[tuple[str, Any]] = []
+
+    async def engineReload(self, model: str) -> str:
+        self.calls.append(("reload", model))
+        return json.dumps({"ok": True})
+
+    async def engineUnload(self) -> str:
+        self.calls.append(("unload", None))
+        return json.dumps({"ok": True})
+
+    async def engineInterrupt(self) -> str:
+        return json.dumps({"ok": True})
+
+    async def engineChat(self, messages_json: str, call_json: str) -> str:
+        self.calls.append(("chat", json.loads(call_json)))
+        return json.dumps(self.chat_replies.pop(0))
+
+    async def runJavaScript(self, code: str, timeout_ms: int, output_limit: int) -> str:
+        return json.dumps({"value": 42, "console": ["hi"], "error": None, "timedOut": False})
+
+    def emit(self, event_json: str) -> None:
+        self.events.append(json.loads(event_json))
+
+
+CALL = CallInfo(CallPurpose.PLAN, "m", 64, schema={"type": "object"})
+
+
+async def test_chat_sends_the_call_as_json_and_reads_usage() -> None:
+    bridge = FakeBridge([{"ok": True, "text": "hi", "usage": {"prompt_tokens": 3}}])
+    llm = BridgeLLM(bridge)
+    await llm.reload("m")
+    reply = await llm.chat([{"role": "user", "content": "x"}], CALL)
+    assert (reply.text, reply.usage.prompt_tokens) == ("hi", 3)
+    sent = bridge.calls[-1][1]
+    assert sent["purpose"] == "plan" and sent["schema"] == {"type": "object"}
+    assert llm.loaded_model == "m"
+
+
+@pytest.mark.parametrize(
+    ("error", "raised"),
+    [({"kind": "memory", "message": "GPU OOM"}, MemoryPressureError), ({"message": "x"}, LLMError)],
+)
+async def test_engine_errors_map_to_exceptions(error: dict[str, str], raised: type) -> None:
+    llm = BridgeLLM(FakeBridge([{"ok": False, "error": error}]))
+    with pytest.raises(raised, match=error["message"]):
+        await llm.chat([], CALL)
+
+
+async def test_a_garbled_bridge_reply_is_a_clear_error() -> None:
+    class Garbled(FakeBridge):
+        async def engineChat(self, messages_json: str, call_json: str) -> str:
+            return "<html>"
+
+    with pytest.raises(LLMError, match="unreadable reply"):
+        await BridgeLLM(Garbled([])).chat([], CALL)
+
+
+async def test_page_session_runs_a_task_and_streams_events_as_json() -> None:
+    plan = {
+        "tasks": [
+            {
+                "task_id": "t1",
+                "task_goal": "compute",
+                "steps": [
+                    {
+                        "step_id": "s1",
+                        "step_goal": "compute",
+                        "tool_name": "javascript_execute",
+                        "tool_intent": "math",
+                        "expected_output": "42",
+                        "arguments": {"code": "return 42"},
+                    }
+                ],
+            }
+        ]
+    }
+    bridge = FakeBridge(
+        [
+            {"ok": True, "text": f"<plan>{json.dumps(plan)}</plan>"},
+            {"ok": True, "text": "<status>done</status><final>42</final>"},
+        ]
+    )
+    page = PageSession(bridge)
+    await page.configure(PageSettings(residency="keep_warm").model_dump_json())
+
+    result = json.loads(await page.run("six times seven"))
+
+    assert result["state"] == AgentState.COMPLETED
+    assert result["answer"] == "42"
+    assert result["steps"][0]["output"] == "result: 42\nconsole:\nhi"
+    types = [e["type"] for e in bridge.events]
+    assert types[0] == "session_start" and "final" in types

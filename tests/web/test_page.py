@@ -1,0 +1,305 @@
+"""The page (web/index.html) in headless Chromium: boot, runs with the scripted test engine,
+Stop, the JavaScript sandbox through the agent, residency counts, history across reloads."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_py.web_server import start_server
+
+pytestmark = pytest.mark.browser
+
+
+def step(step_id: str, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "step_id": step_id,
+        "step_goal": f"goal of {step_id}",
+        "tool_name": tool,
+        "tool_intent": "test",
+        "expected_output": "something",
+    }
+    if arguments is not None:
+        data["arguments"] = arguments
+    return data
+
+
+def plan(*tasks: list[dict[str, Any]]) -> str:
+    body = {
+        "tasks": [
+            {"task_id": f"t{i}", "task_goal": f"task {i}", "steps": steps}
+            for i, steps in enumerate(tasks, start=1)
+        ]
+    }
+    return f"<plan>{json.dumps(body)}</plan>"
+
+
+def done(answer: str) -> str:
+    return f"<status>done</status><final>{answer}</final>"
+
+
+def open_app(
+    page: Any, url: str, settings: dict[str, Any] | None = None, timeout: int = 90_000
+) -> None:
+    if settings is not None:
+        page.add_init_script(
+            f"localStorage.setItem('agent_py.settings', {json.dumps(json.dumps(settings))});"
+        )
+    page.goto(url)
+    page.wait_for_function("document.body.dataset.status === 'ready'", timeout=timeout)
+
+
+def run_task(page: Any, question: str, replies: dict[str, Any]) -> None:
+    page.evaluate("replies => window.agentApp.setScript(replies)", replies)
+    page.get_by_role("textbox", name="Task").fill(question)
+    page.get_by_role("button", name="Run").click()
+
+
+def wait_final(page: Any, timeout: int = 60_000) -> str:
+    page.wait_for_function(
+        "document.querySelector('.turn:last-of-type')?.dataset.state", timeout=timeout
+    )
+    return str(page.evaluate("document.querySelector('.turn:last-of-type').dataset.state"))
+
+
+@pytest.fixture
+def scripted(page_url: Any) -> str:
+    return str(page_url("index.html?engine=scripted"))
+
+
+def test_boots_to_ready_offline_from_our_origin_and_says_webgpu_is_missing(
+    page: Any, page_url: Any, request_log: Any
+) -> None:
+    open_app(page, page_url("index.html"))
+
+    assert request_log.foreign() == []
+    notice = page.locator("#engine-notice")
+    assert notice.is_visible()
+    assert "no WebGPU adapter" in notice.inner_text()
+    assert "Using the CPU engine instead" in notice.inner_text()
+    assert page.locator("#status").inner_text() == "Ready"
+    assert page.locator("#test-banner").is_hidden()  # the scripted engine is never a default
+
+
+def test_scripted_run_renders_plan_statuses_thinking_and_a_safe_markdown_answer(
+    page: Any, scripted: str, request_log: Any
+) -> None:
+    open_app(page, scripted)
+    assert "TEST MODE" in page.locator("#test-banner").inner_text()
+    hostile = (
+        "**Forty-two**\n\n- first\n- second\n\n<script>window.__pwned = 1</script>"
+        '<img src="x" onerror="window.__pwned = 2">'
+    )
+    run_task(
+        page,
+        "What is six times seven?",
+        {
+            "plan": plan(
+                [
+                    step(
+                        "s1", "javascript_execute", {"code": "console.log('from js'); return 6 * 7"}
+                    )
+                ],
+                [step("s2", "llm_generator", {"prompt": "Explain ${s1}"})],
+            ),
+            "generate": "<think>The product is 42.</think>It is 42.",
+            "rethink": ["<status>continue</status>", done(hostile)],
+        },
+    )
+
+    assert wait_final(page) == "completed"
+    steps = page.locator(".step")
+    assert steps.count() == 2
+    assert [s.get_attribute("data-status") for s in steps.all()] == ["completed", "completed"]
+    s1_output = page.locator('[data-step="s1"] .output pre').text_content() or ""
+    assert "result: 42" in s1_output and "from js" in s1_output
+    thinking = page.locator('[data-step="s2"] .thinking pre')
+    assert thinking.text_content() == "The product is 42."
+    answer = page.get_by_label("Answer")
+    assert answer.locator("strong").inner_text() == "Forty-two"
+    assert answer.locator("li").count() == 2
+    assert answer.locator("script").count() == 0
+    assert answer.locator("img[onerror]").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    assert request_log.foreign() == []
+
+
+def test_stop_ends_a_running_task_and_the_ui_says_so(page: Any, scripted: str) -> None:
+    open_app(page, scripted)
+    run_task(
+        page,
+        "write slowly",
+        {
+            "plan": plan([step("s1", "llm_generator", {"prompt": "write a lot"})]),
+            "generate": {"text": "word " * 200, "delay_ms": 30_000},
+            "rethink": done("never"),
+        },
+    )
+    page.wait_for_selector('[data-step="s1"][data-status="running"]')
+
+    started = time.monotonic()
+    page.get_by_role("button", name="Stop").click()
+
+    assert wait_final(page, timeout=8_000) == "cancelled"
+    assert time.monotonic() - started < 8
+    assert page.locator("#status").inner_text() == "Stopped by the user"
+    assert page.get_by_text("Stopped by the user.").is_visible()
+    assert page.get_by_role("button", name="Run").is_enabled()
+    assert page.get_by_role("button", name="Stop").is_disabled()
+
+
+def test_an_infinite_loop_is_killed_at_its_timeout_while_the_ui_answers(
+    page: Any, scripted: str
+) -> None:
+    open_app(page, scripted, settings={"js_timeout_s": 2, "residency": "keep_warm"})
+    run_task(
+        page,
+        "loop forever",
+        {
+            "plan": plan([step("s1", "javascript_execute", {"code": "while (true) {}"})]),
+            "rethink": done("the loop was stopped"),
+        },
+    )
+    page.wait_for_selector('[data-step="s1"][data-status="running"]')
+    started = time.monotonic()
+
+    # The page keeps answering while the loop spins in its sandbox worker.
+    page.locator("#settings-details summary").click()
+    assert page.locator("#settings-details").get_attribute("open") is not None
+    assert page.evaluate("1 + 1") == 2
+
+    page.wait_for_selector('[data-step="s1"][data-status="failed"]', timeout=10_000)
+    assert time.monotonic() - started < 2 + 4
+    assert "longer than 2 s" in (page.locator('[data-step="s1"] .output pre').text_content() or "")
+    assert wait_final(page) == "completed"
+
+
+def test_sandboxed_code_cannot_read_the_page_or_its_storage(page: Any, scripted: str) -> None:
+    open_app(page, scripted)
+    page.evaluate("localStorage.setItem('secret', 'page-secret')")
+    probe = """
+      const out = {};
+      out.document = typeof document;
+      out.localStorage = typeof localStorage === 'undefined' ? 'absent' : 'present';
+      try { indexedDB.open('agent_py'); out.indexedDB = 'opened'; }
+      catch (e) { out.indexedDB = e.name; }
+      try { await caches.keys(); out.caches = 'read'; } catch (e) { out.caches = e.name; }
+      try { await fetch('/index.html'); out.fetch = 'fetched'; }
+      catch (e) { out.fetch = 'blocked'; }
+      return out;
+    """
+    run_task(
+        page,
+        "probe",
+        {
+            "plan": plan([step("s1", "javascript_execute", {"code": probe})]),
+            "rethink": done("probed"),
+        },
+    )
+    assert wait_final(page) == "completed"
+    output = page.locator('[data-step="s1"] .output pre').text_content() or ""
+    result = json.loads(output.split("result: ", 1)[1].split("\n", 1)[0])
+    assert result["document"] == "undefined"
+    assert result["localStorage"] == "absent"
+    assert result["indexedDB"] != "opened"
+    assert result["caches"] != "read"
+    assert result["fetch"] == "blocked"
+    assert "page-secret" not in output
+
+
+@pytest.mark.parametrize(
+    ("residency", "expected"),
+    [
+        # plan, s1, rethink, s2, rethink(done) = five units of model work
+        ("per_step", {"reloads": 5, "unloads": 5}),
+        ("keep_warm", {"reloads": 1, "unloads": 0}),
+    ],
+)
+def test_residency_policy_drives_engine_reloads_and_unloads(
+    page: Any, scripted: str, residency: str, expected: dict[str, int]
+) -> None:
+    open_app(page, scripted, settings={"residency": residency})
+    run_task(
+        page,
+        "two steps",
+        {
+            "plan": plan(
+                [step("s1", "llm_generator", {"prompt": "a"})],
+                [step("s2", "llm_generator", {"prompt": "b"})],
+            ),
+            "generate": "text",
+            "rethink": ["<status>continue</status>", done("ok")],
+        },
+    )
+    assert wait_final(page) == "completed"
+    counts = page.evaluate("window.agentApp.engineCounts()")
+    assert counts == expected
+
+
+def test_a_reload_mid_run_keeps_the_history_which_exports_as_jsonl(
+    page: Any, scripted: str
+) -> None:
+    open_app(page, scripted)
+    run_task(
+        page,
+        "a task interrupted by a reload",
+        {
+            "plan": plan([step("s1", "llm_generator", {"prompt": "slow"})]),
+            "generate": {"text": "slow words", "delay_ms": 60_000},
+            "rethink": done("never"),
+        },
+    )
+    page.wait_for_selector('[data-step="s1"][data-status="running"]')
+
+    page.reload()
+    page.wait_for_function("document.body.dataset.status === 'ready'", timeout=90_000)
+
+    assert "interrupted" in page.locator("#session-notice").inner_text()
+    assert page.locator(".turn-question").first.inner_text() == "a task interrupted by a reload"
+    assert page.locator('[data-step="s1"]').count() == 1
+    with page.expect_download() as download_info:
+        page.get_by_role(
+            "button", name="Export session a task interrupted by a reload as JSONL"
+        ).click()
+    path = download_info.value.path()
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    events = [json.loads(line) for line in lines if line.strip()]
+    types = [e["type"] for e in events]
+    assert types[:2] == ["session_start", "turn_start"]
+    assert "plan_started" in types and "step_started" in types
+    assert "final" not in types
+    assert all(
+        set(e) == {"ts", "session", "turn", "step", "type", "content", "meta"} for e in events
+    )
+
+
+def test_after_one_visit_the_page_boots_and_runs_with_the_server_stopped(browser: Any) -> None:
+    server, base = start_server(port=0)
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        open_app(page, f"{base}index.html?engine=scripted")
+        page.wait_for_function("document.body.dataset.offline === 'ready'", timeout=90_000)
+        server.shutdown()
+        server.server_close()
+
+        page.reload()
+        page.wait_for_function("document.body.dataset.status === 'ready'", timeout=90_000)
+        run_task(
+            page,
+            "offline arithmetic",
+            {
+                "plan": plan([step("s1", "javascript_execute", {"code": "return 6 * 7"})]),
+                "rethink": done("42, offline"),
+            },
+        )
+
+        assert wait_final(page) == "completed"
+        assert "result: 42" in (page.locator('[data-step="s1"] .output pre').text_content() or "")
+        assert page.evaluate("crossOriginIsolated") is True
+    finally:
+        context.close()

@@ -1,0 +1,64 @@
+// The scripted test engine: replays replies a test gave it. It exists for the tests only, is
+// chosen only by the explicit test switch (?engine=scripted), and the page labels it.
+// Replies per purpose (plan, arguments, generate, rethink, answer): a string, or a list used
+// in order (the last repeats); an item may be {text, delay_ms} to simulate a slow model.
+
+export class ScriptedEngine {
+  constructor() {
+    this.script = {};
+    this.loadedModel = null;
+    this.counts = { reloads: 0, unloads: 0 };
+    this.calls = [];
+    this.label = "Scripted test engine (replies supplied by a test; no language model)";
+    this.interrupted = false;
+  }
+
+  setScript(replies) {
+    this.script = {};
+    for (const [purpose, given] of Object.entries(replies)) {
+      this.script[purpose] = Array.isArray(given) ? [...given] : [given];
+    }
+    this.calls = [];
+  }
+
+  async reload(model) {
+    this.loadedModel = model;
+    this.counts.reloads += 1;
+  }
+
+  async unload() {
+    this.loadedModel = null;
+    this.counts.unloads += 1;
+  }
+
+  interrupt() {
+    this.interrupted = true;
+  }
+
+  async chat(messages, call, onToken) {
+    if (this.loadedModel !== call.model) {
+      throw new Error(`model ${call.model} is not loaded (loaded: ${this.loadedModel})`);
+    }
+    const queue = this.script[call.purpose];
+    if (!queue || queue.length === 0) throw new Error(`the test script has no reply for a ${call.purpose} call`);
+    const item = queue.length > 1 ? queue.shift() : queue[0];
+    const { text, delay_ms: delay = 0 } = typeof item === "string" ? { text: item } : item;
+    this.calls.push({ purpose: call.purpose, step: call.step, tool: call.tool });
+    this.interrupted = false;
+    // Stream in a few chunks, honouring interrupt() like a real engine.
+    const pieces = text.match(/[\s\S]{1,24}/g) || [""];
+    let sent = "";
+    for (const piece of pieces) {
+      if (delay) await new Promise((r) => setTimeout(r, delay / pieces.length));
+      if (this.interrupted) return { text: sent, finish_reason: "abort", usage: usageOf(messages, sent) };
+      sent += piece;
+      onToken?.(piece);
+    }
+    return { text, finish_reason: "stop", usage: usageOf(messages, text) };
+  }
+}
+
+function usageOf(messages, text) {
+  const prompt = messages.reduce((n, m) => n + Math.ceil(m.content.length / 3), 0);
+  return { prompt_tokens: prompt, completion_tokens: Math.ceil(text.length / 3) };
+}

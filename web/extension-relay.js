@@ -1,0 +1,123 @@
+// The page's side of the bridge extension (extension/): the UI thread relays the agent
+// worker's bridge requests (http-bridge.js) to the extension's content script and streams
+// the answer back. It holds no policy: the extension decides what may be fetched.
+//
+// The content script listens on this window for messages on the channel "agent_py-bridge"
+// from this page's own origin; each message carries a MessagePort for the answer, so nothing
+// is broadcast to other frames:
+//   {channel, type: "hello"}           port <- {type: "hello", version, allowed, origin}
+//   {channel, type: "fetch", request}  port <- {type: "head", status, headers, url}
+//                                              {type: "chunk", data}  (base64)
+//                                              {type: "end"} | {type: "error", error: {kind, message}}
+//   port -> {type: "abort"}            the extension aborts the fetch
+// The content script announces itself with {channel, type: "ready"} when it starts, so a page
+// that asked too early asks again. When the page goes away, every request is aborted (the
+// content script's connection to the extension closes with the page, which aborts too).
+
+const CHANNEL = "agent_py-bridge";
+const HELLO_TIMEOUT_MS = 1_000;
+
+export const NO_EXTENSION = {
+  present: false,
+  allowed: false,
+  version: null,
+  origin: location.origin,
+};
+
+export class ExtensionRelay {
+  #presence = null; // last answer to hello, or NO_EXTENSION
+  #detecting = null;
+  #open = new Map(); // id -> MessagePort
+  #listeners = new Set();
+
+  constructor() {
+    window.addEventListener("message", (event) => {
+      if (event.source !== window || event.data?.channel !== CHANNEL || event.data.type !== "ready") return;
+      this.detect({ again: true });
+    });
+    window.addEventListener("pagehide", () => this.abortAll());
+  }
+
+  /** The last known presence: {present, allowed, version, origin}, or null before the first check. */
+  get presence() {
+    return this.#presence;
+  }
+
+  /** Calls `listener(presence)` whenever a check finishes. */
+  onPresence(listener) {
+    this.#listeners.add(listener);
+    if (this.#presence) listener(this.#presence);
+  }
+
+  /** Asks the content script whether the extension is here and allows this page. */
+  detect({ again = false } = {}) {
+    if (this.#detecting && !again) return this.#detecting;
+    if (this.#presence && !again) return Promise.resolve(this.#presence);
+    const check = new Promise((resolve) => {
+      const channel = new MessageChannel();
+      const timer = setTimeout(() => {
+        channel.port1.close();
+        resolve(NO_EXTENSION);
+      }, HELLO_TIMEOUT_MS);
+      channel.port1.onmessage = (event) => {
+        clearTimeout(timer);
+        channel.port1.close();
+        const { version = null, allowed = false } = event.data || {};
+        resolve({ present: true, allowed: Boolean(allowed), version, origin: location.origin });
+      };
+      window.postMessage({ channel: CHANNEL, type: "hello" }, location.origin, [channel.port2]);
+    }).then((presence) => {
+      this.#presence = presence;
+      if (this.#detecting === check) this.#detecting = null;
+      for (const listener of this.#listeners) listener(presence);
+      return presence;
+    });
+    this.#detecting = check;
+    return check;
+  }
+
+  /**
+   * Sends one request through the extension. `on` receives head(status, headers),
+   * chunk(base64), end() and error({kind, message}); exactly one of end and error comes last.
+   */
+  async start(id, request, on) {
+    const presence = await this.detect();
+    if (!presence.present) {
+      on.error({ kind: "no-bridge", message: "The agent_py bridge extension is not installed or not enabled in this browser." });
+      return;
+    }
+    const channel = new MessageChannel();
+    const port = channel.port1;
+    this.#open.set(id, port);
+    const finish = () => {
+      this.#open.delete(id);
+      port.close();
+    };
+    port.onmessage = (event) => {
+      const message = event.data || {};
+      if (message.type === "head") on.head(message.status, message.headers || {});
+      else if (message.type === "chunk") on.chunk(message.data);
+      else if (message.type === "end") {
+        finish();
+        on.end();
+      } else if (message.type === "error") {
+        finish();
+        on.error(message.error || { kind: "network", message: "The bridge failed." });
+      }
+    };
+    window.postMessage({ channel: CHANNEL, type: "fetch", request }, location.origin, [channel.port2]);
+  }
+
+  /** Aborts one request (the worker stopped reading, or its task was cancelled). */
+  abort(id) {
+    const port = this.#open.get(id);
+    if (!port) return;
+    this.#open.delete(id);
+    port.postMessage({ type: "abort" });
+    port.close();
+  }
+
+  abortAll() {
+    for (const id of [...this.#open.keys()]) this.abort(id);
+  }
+}

@@ -1,0 +1,252 @@
+// HTTP for the MCP client (agent_py.mcp.browser_transport), in the agent worker.
+//
+// The worker registers `api` as the Pyodide module "agent_http". Its methods take and return
+// JSON strings and never reject (see browser_transport.py for the Python side):
+//   start(requestJson) -> {ok: true, id, status, headers} | {ok: false, error: {kind, message}}
+//       request: {id, mode: "fetch" | "bridge", method, url, headers, body (base64 | null),
+//                 timeout_ms (for the status line and headers; null: none)}
+//   read(id)           -> {ok: true, chunk (base64)} | {ok: true, done: true} | {ok: false, error}
+//   abort(id)          stops a request in any state; unknown ids are ignored
+// Error kinds: "blocked" (fetch rejected: CORS, or no connection; fetch cannot tell which),
+// "network", "timeout", "no-bridge", "refused".
+//
+// mode "fetch": this worker's own fetch (AbortController, streamed reader). It works only
+// for servers that send CORS headers; the page is cross-origin isolated, which CORS-mode
+// requests satisfy.
+// mode "bridge": the companion extension, reached through the UI thread (extension-relay.js):
+//   worker -> UI   {type: "bridge-request", id, request: {method, url, headers, body, timeoutMs}}
+//                  {type: "bridge-abort", id}
+//   UI -> worker   {type: "bridge-head", id, status, headers}
+//                  {type: "bridge-chunk", id, chunk}          base64, in order
+//                  {type: "bridge-end", id}
+//                  {type: "bridge-error", id, error: {kind, message}}
+// The extension streams the body as it arrives; chunks wait here until Python reads them.
+
+const BRIDGE_GRACE_MS = 5_000; // beyond the request's own limit, in case the UI thread is gone
+
+const ok = (extra = {}) => JSON.stringify({ ok: true, ...extra });
+const failed = (kind, message) => JSON.stringify({ ok: false, error: { kind, message } });
+
+export function toBase64(bytes) {
+  if (typeof bytes.toBase64 === "function") return bytes.toBase64();
+  let text = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(text);
+}
+
+export function fromBase64(text) {
+  if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(text);
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+function originOf(url) {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
+  }
+}
+
+/**
+ * The "agent_http" object and the handler for the UI thread's bridge messages.
+ * `post` sends a message to the UI thread.
+ */
+export function createHttpBridge(post) {
+  const requests = new Map(); // id -> FetchRequest | BridgeRequest
+
+  async function startFetch(id, request) {
+    const controller = new AbortController();
+    const state = { kind: "fetch", controller, reader: null, aborted: false, timedOut: false };
+    requests.set(id, state);
+    const timer = request.timeout_ms
+      ? setTimeout(() => {
+          state.timedOut = true;
+          controller.abort();
+        }, request.timeout_ms)
+      : null;
+    let response;
+    try {
+      response = await fetch(request.url, {
+        method: request.method,
+        headers: request.headers,
+        body: request.body == null ? undefined : fromBase64(request.body),
+        signal: controller.signal,
+        mode: "cors",
+        credentials: "omit",
+        cache: "no-store",
+        referrerPolicy: "no-referrer",
+      });
+    } catch (error) {
+      requests.delete(id);
+      if (state.timedOut) return failed("timeout", `${originOf(request.url)} did not answer in time.`);
+      if (state.aborted) return failed("network", "The request was aborted.");
+      // fetch reports a CORS block, a refused connection and a DNS failure alike.
+      if (error?.name === "TypeError") {
+        return failed("blocked", `The browser blocked the request to ${originOf(request.url)} or could not connect.`);
+      }
+      return failed("network", String(error?.message || error));
+    } finally {
+      clearTimeout(timer);
+    }
+    if (state.aborted) {
+      requests.delete(id);
+      response.body?.cancel().catch(() => {});
+      return failed("network", "The request was aborted.");
+    }
+    state.reader = response.body ? response.body.getReader() : null;
+    return ok({ id, status: response.status, headers: Object.fromEntries(response.headers) });
+  }
+
+  async function readFetch(id, state) {
+    if (!state.reader) {
+      requests.delete(id);
+      return ok({ done: true });
+    }
+    try {
+      const { done, value } = await state.reader.read();
+      if (done) {
+        requests.delete(id);
+        return ok({ done: true });
+      }
+      return ok({ chunk: toBase64(value) });
+    } catch (error) {
+      requests.delete(id);
+      return failed("network", String(error?.message || error));
+    }
+  }
+
+  function startBridge(id, request) {
+    return new Promise((resolve) => {
+      const state = {
+        kind: "bridge",
+        chunks: [],
+        done: false,
+        error: null,
+        waiter: null, // resolve of a pending read
+        head: resolve, // resolve of start, until the head or an error arrives
+        timer: null,
+      };
+      requests.set(id, state);
+      if (request.timeout_ms) {
+        state.timer = setTimeout(() => {
+          if (!state.head) return;
+          abort(id);
+          resolve(failed("timeout", `${originOf(request.url)} did not answer in time.`));
+        }, request.timeout_ms + BRIDGE_GRACE_MS);
+      }
+      post({
+        type: "bridge-request",
+        id,
+        request: {
+          method: request.method,
+          url: request.url,
+          headers: request.headers,
+          body: request.body ?? null,
+          timeoutMs: request.timeout_ms ?? null,
+        },
+      });
+    });
+  }
+
+  function settleRead(id, state) {
+    if (!state.waiter) return;
+    const resolve = state.waiter;
+    if (state.chunks.length) {
+      state.waiter = null;
+      resolve(ok({ chunk: state.chunks.shift() }));
+    } else if (state.error) {
+      state.waiter = null;
+      requests.delete(id);
+      resolve(failed(state.error.kind, state.error.message));
+    } else if (state.done) {
+      state.waiter = null;
+      requests.delete(id);
+      resolve(ok({ done: true }));
+    }
+  }
+
+  function abort(id) {
+    const state = requests.get(id);
+    if (!state) return;
+    requests.delete(id);
+    if (state.kind === "fetch") {
+      state.aborted = true;
+      state.controller.abort();
+      state.reader?.cancel().catch(() => {});
+      return;
+    }
+    clearTimeout(state.timer);
+    post({ type: "bridge-abort", id });
+    state.head?.(failed("network", "The request was aborted."));
+    state.head = null;
+    state.waiter?.(failed("network", "The request was aborted."));
+    state.waiter = null;
+  }
+
+  const api = {
+    async start(requestJson) {
+      let request;
+      try {
+        request = JSON.parse(requestJson);
+      } catch (error) {
+        return failed("network", `unreadable request: ${error.message}`);
+      }
+      if (request.mode === "bridge") return startBridge(request.id, request);
+      if (request.mode === "fetch") return startFetch(request.id, request);
+      return failed("network", `unknown mode ${request.mode}`);
+    },
+    async read(id) {
+      const state = requests.get(id);
+      if (!state) return failed("network", "The request was aborted or has already ended.");
+      if (state.kind === "fetch") return readFetch(id, state);
+      return new Promise((resolve) => {
+        state.waiter = resolve;
+        settleRead(id, state);
+      });
+    },
+    abort(id) {
+      abort(id);
+    },
+  };
+
+  /** Handles a bridge-* message from the UI thread; false for any other message. */
+  function onMessage(message) {
+    if (!message.type?.startsWith("bridge-")) return false;
+    const state = requests.get(message.id);
+    if (!state || state.kind !== "bridge") return true; // aborted meanwhile: drop it
+    switch (message.type) {
+      case "bridge-head":
+        clearTimeout(state.timer);
+        state.head?.(ok({ id: message.id, status: message.status, headers: message.headers || {} }));
+        state.head = null;
+        break;
+      case "bridge-chunk":
+        state.chunks.push(message.chunk);
+        break;
+      case "bridge-end":
+        state.done = true;
+        break;
+      case "bridge-error":
+        clearTimeout(state.timer);
+        if (state.head) {
+          requests.delete(message.id);
+          state.head(failed(message.error?.kind || "network", message.error?.message || "The bridge failed."));
+          state.head = null;
+          return true;
+        }
+        state.error = message.error || { kind: "network", message: "The bridge failed." };
+        break;
+      default:
+        return true;
+    }
+    settleRead(message.id, state);
+    return true;
+  }
+
+  return { api, onMessage };
+}

@@ -1,0 +1,184 @@
+// Draws agent events. A pure function of the event stream: the same code draws a live run and
+// a session reopened from IndexedDB. Model output is never inserted as HTML, except the final
+// answer, which goes through marked and then DOMPurify.
+import { marked } from "./vendor/marked/marked.esm.js";
+import DOMPurify from "./vendor/dompurify/purify.es.mjs";
+
+const STATUS_TEXT = { pending: "pending", running: "running", completed: "completed", failed: "failed", dropped: "dropped" };
+
+export function renderMarkdown(text) {
+  const html = marked.parse(String(text), { async: false, gfm: true });
+  // No scripts, no event handlers, no forms; links open safely.
+  return DOMPurify.sanitize(html, { USE_PROFILES: { html: true }, FORBID_TAGS: ["style", "form", "input"] });
+}
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "dataset") Object.assign(node.dataset, value);
+    else if (key === "text") node.textContent = value;
+    else node.setAttribute(key, value);
+  }
+  node.append(...children);
+  return node;
+}
+
+export class RunView {
+  constructor(root) {
+    this.root = root;
+    this.turn = null;
+  }
+
+  clear() {
+    this.root.replaceChildren();
+    this.turn = null;
+  }
+
+  apply(event) {
+    const handler = this[`on_${event.type}`];
+    if (handler) handler.call(this, event);
+  }
+
+  // --- turn framing -------------------------------------------------------------------------
+  on_turn_start(event) {
+    const section = el("article", { class: "turn", "aria-label": `Turn ${event.turn}` });
+    const question = el("p", { class: "turn-question", text: event.content });
+    const state = el("p", { class: "turn-state", text: "starting" });
+    const thinking = el("details", { class: "thinking turn-thinking", hidden: "" },
+      el("summary", { text: "Planner thinking" }), el("pre"));
+    const plan = el("div", { class: "plan", "aria-label": "Plan" });
+    const outcome = el("div", { class: "outcome" });
+    section.append(question, state, thinking, plan, outcome);
+    this.root.append(section);
+    this.turn = { section, state, thinking, plan, outcome, steps: new Map() };
+  }
+
+  ensureTurn(event) {
+    if (!this.turn) this.on_turn_start({ turn: event.turn, content: "(earlier task)" });
+    return this.turn;
+  }
+
+  on_state(event) {
+    this.ensureTurn(event).state.textContent = event.content;
+  }
+
+  // --- plan and steps -----------------------------------------------------------------------
+  on_plan_started(event) {
+    const turn = this.ensureTurn(event);
+    turn.plan.replaceChildren(el("h3", { text: "Plan" }));
+    this.addTasks(turn, event.meta.plan.tasks);
+  }
+
+  on_reflection(event) {
+    const turn = this.ensureTurn(event);
+    const note = el("p", { class: "reflection muted", text: `Rethink after ${event.meta.task}: ${event.meta.status}` });
+    turn.plan.append(note);
+    if (event.meta.status === "changed" && event.meta.plan) {
+      for (const item of turn.steps.values()) {
+        if (item.li.dataset.status === "pending") this.setStatus(item, "dropped");
+      }
+      turn.plan.append(el("h3", { text: "Revised plan" }));
+      this.addTasks(turn, event.meta.plan.tasks);
+    }
+  }
+
+  addTasks(turn, tasks) {
+    const list = el("ol", { class: "tasks" });
+    for (const task of tasks) {
+      const steps = el("ol", { class: "steps" });
+      for (const step of task.steps) {
+        const status = el("span", { class: "status", text: STATUS_TEXT.pending });
+        const li = el("li", { class: "step", dataset: { step: step.step_id, status: "pending" } },
+          status, " ",
+          el("span", { class: "tool", text: step.tool_name }), " ",
+          el("span", { class: "goal", text: step.step_goal }));
+        const input = el("details", { class: "input", hidden: "" }, el("summary", { text: "Input" }), el("pre"));
+        const thinking = el("details", { class: "thinking", hidden: "" }, el("summary", { text: "Thinking" }), el("pre"));
+        const output = el("details", { class: "output", hidden: "" }, el("summary", { text: "Output" }), el("pre"));
+        li.append(input, thinking, output);
+        steps.append(li);
+        turn.steps.set(step.step_id, { li, status, input, thinking, output });
+      }
+      list.append(el("li", { class: "task" }, el("span", { class: "task-goal", text: task.task_goal }), steps));
+    }
+    turn.plan.append(list);
+  }
+
+  step(event) {
+    return this.ensureTurn(event).steps.get(event.step);
+  }
+
+  setStatus(item, status) {
+    item.li.dataset.status = status;
+    item.status.textContent = STATUS_TEXT[status];
+  }
+
+  on_step_started(event) {
+    const item = this.step(event);
+    if (item) this.setStatus(item, "running");
+  }
+
+  on_action(event) {
+    const item = this.step(event);
+    if (!item) return;
+    item.input.hidden = false;
+    item.input.querySelector("pre").textContent = event.content;
+  }
+
+  on_observation(event) {
+    const item = this.step(event);
+    if (!item) return;
+    item.output.hidden = false;
+    item.output.querySelector("pre").textContent = event.content;
+  }
+
+  on_step_completed(event) {
+    const item = this.step(event);
+    if (item) this.setStatus(item, "completed");
+  }
+
+  on_step_failed(event) {
+    const item = this.step(event);
+    if (!item) return;
+    this.setStatus(item, "failed");
+    item.output.hidden = false;
+    item.output.open = true;
+    item.output.querySelector("pre").textContent = event.content;
+  }
+
+  on_thinking(event) {
+    const turn = this.ensureTurn(event);
+    const target = (event.step && turn.steps.get(event.step)?.thinking) || turn.thinking;
+    target.hidden = false;
+    const pre = target.querySelector("pre");
+    pre.textContent += (pre.textContent ? "\n\n" : "") + event.content;
+  }
+
+  // --- the end of a turn --------------------------------------------------------------------
+  on_final(event) {
+    const turn = this.ensureTurn(event);
+    const state = event.meta.state;
+    turn.state.textContent = state;
+    turn.section.dataset.state = state;
+    if (state === "completed") {
+      const answer = el("div", { class: "answer", "aria-label": "Answer" });
+      answer.innerHTML = renderMarkdown(event.content);
+      turn.outcome.replaceChildren(el("h3", { text: "Answer" }), answer);
+    } else if (state === "cancelled") {
+      turn.outcome.replaceChildren(el("p", { class: "failure", text: "Stopped by the user." }));
+    } else {
+      turn.outcome.replaceChildren(el("p", { class: "failure", text: `The task failed: ${event.content}` }));
+    }
+    for (const item of turn.steps.values()) {
+      if (item.li.dataset.status === "running") this.setStatus(item, state === "cancelled" ? "dropped" : "failed");
+    }
+  }
+
+  /** A turn whose stored history ends without a final event (the page was reloaded mid-run). */
+  markInterrupted() {
+    if (this.turn && !this.turn.section.dataset.state) {
+      this.turn.state.textContent = "interrupted by a page reload";
+      this.turn.section.dataset.state = "interrupted";
+    }
+  }
+}

@@ -1,0 +1,163 @@
+// The page side of the JavaScript sandbox used by the agent's `javascript_execute` tool.
+//
+//   const sandbox = new JavaScriptSandbox();
+//   const {value, console, error, timedOut, truncated} = await sandbox.run("return 1 + 1");
+//
+// The code runs in a fresh Worker inside a hidden <iframe sandbox="allow-scripts"> (see
+// sandbox.html): opaque origin, strict CSP, hard timeout. This module only creates the frame,
+// matches answers to requests, and replaces the frame if it ever stops answering.
+
+const FRAME_URL = new URL("./sandbox.html", import.meta.url);
+const READY_TIMEOUT_MS = 10_000;
+// Slack beyond the run's own timeout before we decide the frame itself is gone: the frame needs
+// a few ms to spawn the worker and, in a background tab, its kill timer may fire up to ~1 s late.
+const FRAME_MARGIN_MS = 3_000;
+
+export class JavaScriptSandbox {
+  #container;
+  #iframe = null;
+  #ready = null;
+  #markReady = null;
+  #pending = new Map(); // id -> {resolve, timer}
+  #nextId = 1;
+
+  constructor({ container = document.body } = {}) {
+    this.#container = container;
+    window.addEventListener("message", this.#onMessage);
+    this.#createFrame();
+  }
+
+  /** The current frame, for diagnostics and tests. */
+  get iframe() {
+    return this.#iframe;
+  }
+
+  /** Resolves once the frame can take runs; rejects if it did not load in time. */
+  ready() {
+    return this.#ready;
+  }
+
+  /**
+   * Run `code` as the body of an async function (`return` gives the value; `await` works).
+   * Rejects only for invalid options; otherwise resolves, whatever the code does, with:
+   *   value     the returned value after a JSON round trip (null for undefined); when its JSON
+   *             is longer than outputLimit, the first outputLimit chars of that JSON, as a string
+   *   console   lines written with console.log/info/debug (warn and error get a [warn]/[error]
+   *             prefix), outputLimit chars in total at most
+   *   error     "TypeError: ..." when the code threw, a message on timeout, else null
+   *   timedOut  true when the run was stopped after timeoutMs
+   *   truncated true when the value, the console or the error was cut to outputLimit
+   */
+  async run(code, { timeoutMs = 10_000, outputLimit = 20_000 } = {}) {
+    for (const [name, limit] of Object.entries({ timeoutMs, outputLimit })) {
+      if (!Number.isSafeInteger(limit) || limit < 0) {
+        throw new TypeError(`${name} must be a whole number >= 0, got ${limit}`);
+      }
+    }
+    try {
+      await this.#ready;
+    } catch (error) {
+      return failure(error.message);
+    }
+    if (!this.#iframe) return failure("The sandbox was closed.");
+    const id = this.#nextId++;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        const error = `Timed out after ${timeoutMs} ms: the sandbox stopped answering; restarted.`;
+        resolve({ ...failure(error), timedOut: true });
+        this.#restart();
+      }, timeoutMs + FRAME_MARGIN_MS);
+      this.#pending.set(id, { resolve, timer });
+      this.#iframe.contentWindow.postMessage(
+        { type: "run", id, code: String(code), timeoutMs, outputLimit },
+        "*", // an opaque origin cannot be named; the code is no secret from its own sandbox
+      );
+    });
+  }
+
+  /** Remove the frame; pending runs resolve with an error. */
+  close() {
+    window.removeEventListener("message", this.#onMessage);
+    this.#dropFrame("The sandbox was closed.");
+  }
+
+  // The frame's origin is "null", so the only trustworthy check is which window sent it.
+  #onMessage = (event) => {
+    if (!this.#iframe || event.source !== this.#iframe.contentWindow) return;
+    const message = event.data ?? {};
+    if (message.type === "ready") {
+      this.#markReady?.();
+      return;
+    }
+    const pending = message.type === "result" && this.#pending.get(message.id);
+    if (!pending) return;
+    this.#pending.delete(message.id);
+    clearTimeout(pending.timer);
+    pending.resolve({
+      value: message.value ?? null,
+      console: Array.isArray(message.console) ? message.console.map(String) : [],
+      error: message.error == null ? null : String(message.error),
+      timedOut: message.timedOut === true,
+      truncated: message.truncated === true,
+    });
+  };
+
+  #createFrame() {
+    const iframe = document.createElement("iframe");
+    // allow-scripts only: no allow-same-origin (opaque origin), no popups, forms, top navigation.
+    iframe.sandbox = "allow-scripts";
+    iframe.title = "JavaScript sandbox";
+    iframe.hidden = true;
+    iframe.setAttribute("aria-hidden", "true");
+    iframe.tabIndex = -1;
+    this.#iframe = iframe;
+    this.#ready = new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(
+        `The JavaScript sandbox (${FRAME_URL.pathname}) did not load in ${READY_TIMEOUT_MS} ms. ` +
+        "If this page is served with Cross-Origin-Embedder-Policy, serve sandbox.html with it too.",
+      )), READY_TIMEOUT_MS);
+      this.#markReady = () => {
+        clearTimeout(timer);
+        this.#markReady = null;
+        resolve();
+      };
+    });
+    this.#ready.catch(() => {}); // reported by run(); not an unhandled rejection meanwhile
+    // The frame's document comes as srcdoc, fetched by us: a service worker cannot answer a
+    // sandboxed iframe's own navigation (w3c/ServiceWorker#1727), but it does answer this fetch,
+    // so the sandbox works offline. srcdoc keeps the sandbox flags, the opaque origin and the
+    // document's CSP, and inherits the page's COEP.
+    fetch(FRAME_URL)
+      .then((response) => {
+        if (!response.ok) throw new Error(`HTTP ${response.status}`);
+        return response.text();
+      })
+      .then((html) => {
+        if (this.#iframe !== iframe) return; // closed or restarted meanwhile
+        iframe.srcdoc = html;
+        this.#container.append(iframe); // after the listener exists, so "ready" cannot be missed
+      })
+      .catch((error) => console.error(`The JavaScript sandbox could not load ${FRAME_URL.pathname}: ${error.message}`));
+  }
+
+  // Removing the frame destroys its document, which terminates every worker it started.
+  #dropFrame(reason) {
+    this.#iframe?.remove();
+    this.#iframe = null;
+    for (const { resolve, timer } of this.#pending.values()) {
+      clearTimeout(timer);
+      resolve(failure(reason));
+    }
+    this.#pending.clear();
+  }
+
+  #restart() {
+    this.#dropFrame("The sandbox was restarted while this run was in progress.");
+    this.#createFrame();
+  }
+}
+
+function failure(error) {
+  return { value: null, console: [], error, timedOut: false, truncated: false };
+}

@@ -1,0 +1,217 @@
+// The MCP servers panel: the list of servers the user added (saved in this browser, tokens
+// included), each with its state as the agent worker reports it, and a form to add or edit
+// one. It only edits the list and draws states; connecting is the worker's job
+// (agent_py.browser.PageSession.configure_servers). No server is built in.
+
+const STORAGE_KEY = "agent_py.mcp_servers";
+const NAME_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
+const TRANSPORTS = ["auto", "fetch", "bridge"];
+const TOOLS_SHOWN = 8;
+
+export function loadServers() {
+  try {
+    const stored = JSON.parse(localStorage.getItem(STORAGE_KEY) || "[]");
+    return Array.isArray(stored) ? stored.filter((s) => s && typeof s.name === "string") : [];
+  } catch {
+    return [];
+  }
+}
+
+function saveServers(servers) {
+  localStorage.setItem(STORAGE_KEY, JSON.stringify(servers));
+}
+
+/** A sentence saying what is wrong with a server's settings, or "" when they can be used. */
+export function validateServer(server, others) {
+  if (!NAME_PATTERN.test(server.name)) {
+    return "The name may use letters, digits, _ and - (at most 32), and names the server's tools (name__tool).";
+  }
+  if (server.name.includes("__")) return "The name cannot contain __ (it separates server and tool).";
+  if (others.some((other) => other.name === server.name)) return `There is already a server named ${server.name}.`;
+  let url;
+  try {
+    url = new URL(server.url);
+  } catch {
+    return "The URL is not valid; write the server's MCP endpoint, e.g. http://127.0.0.1:8000/mcp.";
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") return "The URL must start with http:// or https://.";
+  if (!TRANSPORTS.includes(server.transport)) return `Unknown transport ${server.transport}.`;
+  return "";
+}
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "text") node.textContent = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value);
+  }
+  node.append(...children);
+  return node;
+}
+
+function describeStatus(server, status) {
+  if (!server.enabled) return "Disabled";
+  if (!status) return "Not connected yet";
+  if (status.state === "connecting") return "Connecting…";
+  if (status.state === "error") return `Error: ${status.error || "unknown error"}`;
+  if (status.state === "connected") {
+    const count = status.tool_count ?? 0;
+    const names = (status.tools || []).slice(0, TOOLS_SHOWN).join(", ");
+    const more = (status.tools || []).length > TOOLS_SHOWN ? ", …" : "";
+    return `Connected: ${count} tool${count === 1 ? "" : "s"}${names ? ` (${names}${more})` : ""}`;
+  }
+  return status.state;
+}
+
+function describePresence(presence) {
+  if (!presence) return "Checking for the bridge extension…";
+  if (!presence.present) {
+    return "Bridge extension: not detected. It is needed only for servers that send no CORS headers (see the README).";
+  }
+  if (!presence.allowed) {
+    return `Bridge extension ${presence.version || ""}: installed, but this page (${presence.origin}) is not one of its allowed pages. Add it in the extension's options.`;
+  }
+  return `Bridge extension ${presence.version || ""}: ready for this page.`;
+}
+
+export class ServersPanel {
+  #servers = loadServers();
+  #statuses = new Map(); // name -> last status from the worker
+  #editing = null; // name of the server in the form, or null when adding
+  #onChange;
+  #onReconnect;
+  #$;
+
+  /**
+   * `onChange(servers)` runs after every edit with the whole list; `onReconnect(name)` when
+   * the user asks to connect a server again.
+   */
+  constructor({ onChange, onReconnect }) {
+    this.#onChange = onChange;
+    this.#onReconnect = onReconnect;
+    this.#$ = (id) => document.getElementById(id);
+    this.#$("mcp-add").addEventListener("click", () => this.#openForm(null));
+    this.#$("mcp-cancel").addEventListener("click", () => this.#closeForm());
+    this.#$("mcp-server-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.#submit();
+    });
+    this.#render();
+  }
+
+  /** The servers as saved (what the worker should connect). */
+  servers() {
+    return this.#servers.map((server) => ({ ...server }));
+  }
+
+  /** Replaces the whole list (scripts and tests); same effect as editing it by hand. */
+  setServers(servers) {
+    this.#servers = servers.map((server) => ({ transport: "auto", enabled: true, token: "", ...server }));
+    this.#changed();
+  }
+
+  setStatus(status) {
+    this.#statuses.set(status.name, status);
+    this.#render();
+  }
+
+  setPresence(presence) {
+    this.#$("mcp-bridge-status").textContent = describePresence(presence);
+  }
+
+  #changed() {
+    saveServers(this.#servers);
+    const names = new Set(this.#servers.map((server) => server.name));
+    for (const name of [...this.#statuses.keys()]) if (!names.has(name)) this.#statuses.delete(name);
+    this.#render();
+    this.#onChange(this.servers());
+  }
+
+  #render() {
+    const list = this.#$("mcp-server-list");
+    if (!this.#servers.length) {
+      list.replaceChildren(el("li", { class: "muted", text: "No MCP server yet. Add one to give the agent its tools." }));
+      return;
+    }
+    list.replaceChildren(...this.#servers.map((server) => this.#item(server)));
+  }
+
+  #item(server) {
+    const status = this.#statuses.get(server.name);
+    const state = server.enabled ? status?.state || "pending" : "disabled";
+    const button = (text, label, onClick) => {
+      const node = el("button", { type: "button", "aria-label": `${label} server ${server.name}`, text });
+      node.addEventListener("click", onClick);
+      return node;
+    };
+    return el(
+      "li",
+      { class: "server", dataset: { server: server.name, state } },
+      el(
+        "div",
+        { class: "server-head" },
+        el("strong", { text: server.name }),
+        " ",
+        el("code", { text: server.url }),
+        " ",
+        el("span", { class: "muted", text: `transport: ${server.transport}` }),
+      ),
+      el("p", { class: "server-status", text: describeStatus(server, status) }),
+      el(
+        "div",
+        { class: "buttons" },
+        button("Edit", "Edit", () => this.#openForm(server.name)),
+        button("Reconnect", "Reconnect", () => this.#onReconnect(server.name)),
+        button("Remove", "Remove", () => this.#remove(server.name)),
+      ),
+    );
+  }
+
+  #openForm(name) {
+    this.#editing = name;
+    const server = this.#servers.find((s) => s.name === name) || { name: "", url: "", token: "", transport: "auto", enabled: true };
+    this.#$("mcp-form-legend").textContent = name ? `Edit the MCP server ${name}` : "Add an MCP server";
+    this.#$("mcp-name").value = server.name;
+    this.#$("mcp-url").value = server.url;
+    this.#$("mcp-token").value = server.token || "";
+    this.#$("mcp-transport").value = server.transport;
+    this.#$("mcp-enabled").checked = server.enabled !== false;
+    this.#$("mcp-form-error").textContent = "";
+    this.#$("mcp-server-form").hidden = false;
+    this.#$("mcp-name").focus();
+  }
+
+  #closeForm() {
+    this.#editing = null;
+    this.#$("mcp-server-form").hidden = true;
+    this.#$("mcp-add").focus();
+  }
+
+  #submit() {
+    const server = {
+      name: this.#$("mcp-name").value.trim(),
+      url: this.#$("mcp-url").value.trim(),
+      token: this.#$("mcp-token").value.trim(),
+      transport: this.#$("mcp-transport").value,
+      enabled: this.#$("mcp-enabled").checked,
+    };
+    const others = this.#servers.filter((s) => s.name !== this.#editing);
+    const problem = validateServer(server, others);
+    if (problem) {
+      this.#$("mcp-form-error").textContent = problem;
+      return;
+    }
+    const index = this.#servers.findIndex((s) => s.name === this.#editing);
+    if (index >= 0) this.#servers[index] = server;
+    else this.#servers.push(server);
+    this.#statuses.delete(server.name);
+    this.#closeForm();
+    this.#changed();
+  }
+
+  #remove(name) {
+    this.#servers = this.#servers.filter((s) => s.name !== name);
+    this.#changed();
+  }
+}

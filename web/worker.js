@@ -1,0 +1,291 @@
+// The agent worker: Pyodide, agent_py and the model engine live here, off the UI thread.
+//
+// Messages from the UI thread:
+//   {type: "boot", settings, engine: "auto" | "webllm" | "cpu" | "scripted"}
+//   {type: "configure", settings}          settings take effect from the next run
+//   {type: "run", question}                 one task; events stream back as they happen
+//   {type: "stop"}                          cancel the run and interrupt the generation
+//   {type: "script", replies}               scripted test engine only
+//   {type: "sandbox-result", id, result}    answer to a sandbox-run request
+//   {type: "engine-counts"}                 reloads/unloads so far
+//   {type: "models"} / {type: "delete-model", id}
+//   {type: "mcp-servers", servers}          the MCP servers panel's list (MCPServerConfig JSON)
+//   {type: "mcp-reconnect", name}           connect one server again
+//   {type: "bridge-head" | "bridge-chunk" | "bridge-end" | "bridge-error", id, ...}
+//                                           the extension's answer (see http-bridge.js)
+// Messages to the UI thread:
+//   {type: "progress", what: "pyodide" | "packages" | "model", progress: 0..1, text}
+//   {type: "ready", engine: {name, label, usable, reason}, gpu, timings}
+//   {type: "event", event}                  an agent event (JSONL history record)
+//   {type: "token", purpose, step, text}    streamed model output
+//   {type: "run-finished", result, counts}
+//   {type: "sandbox-run", id, code, timeoutMs, outputLimit}
+//   {type: "engine-counts", counts} / {type: "models", prebuilt, cached}
+//   {type: "mcp-status", status}            one MCP server's state: {name, url, state, error,
+//                                           tool_count, tools, protocol_version, server_name}
+//   {type: "bridge-request", id, request} / {type: "bridge-abort", id}   to the extension
+//   {type: "error", message}
+import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
+import { describeEngineError } from "./engines/errors.js";
+import { detectWebGPU } from "./engines/gpu.js";
+import { createHttpBridge } from "./http-bridge.js";
+
+const PYODIDE_URL = new URL("./vendor/pyodide/", import.meta.url).href;
+
+let pyodide = null;
+let page = null; // agent_py.browser.PageSession (a PyProxy, kept for the worker's lifetime)
+let engine = null;
+let engineInfo = null;
+let running = false;
+const pendingSandbox = new Map();
+let nextSandboxId = 1;
+
+const post = (message) => self.postMessage(message);
+const ok = (extra = {}) => JSON.stringify({ ok: true, ...extra });
+const failed = (error) => JSON.stringify({ ok: false, error: describeEngineError(error) });
+
+// What Python calls. Every method resolves to a JSON string and never rejects.
+const bridge = {
+  async engineReload(model) {
+    try {
+      post({ type: "progress", what: "model", progress: 0, text: `Loading ${model}…` });
+      await engine.reload(model);
+      post({ type: "progress", what: "model", progress: 1, text: `${model} loaded` });
+      return ok();
+    } catch (error) {
+      post({ type: "progress", what: "model", progress: 0, text: "Model load failed" });
+      return failed(error);
+    }
+  },
+  async engineUnload() {
+    try {
+      await engine.unload();
+      return ok();
+    } catch (error) {
+      return failed(error);
+    }
+  },
+  async engineInterrupt() {
+    try {
+      engine.interrupt();
+      return ok();
+    } catch (error) {
+      return failed(error);
+    }
+  },
+  async engineChat(messagesJson, callJson) {
+    const call = JSON.parse(callJson);
+    try {
+      const onToken = (text) => post({ type: "token", purpose: call.purpose, step: call.step, text });
+      const reply = await engine.chat(JSON.parse(messagesJson), call, onToken);
+      return ok(reply);
+    } catch (error) {
+      return failed(error);
+    }
+  },
+  runJavaScript(code, timeoutMs, outputLimit) {
+    const id = nextSandboxId++;
+    return new Promise((resolve) => {
+      pendingSandbox.set(id, resolve);
+      post({ type: "sandbox-run", id, code, timeoutMs, outputLimit });
+    });
+  },
+  emit(eventJson) {
+    post({ type: "event", event: JSON.parse(eventJson) });
+  },
+};
+
+// --- MCP servers: agent_py.mcp in Python, HTTP through http-bridge.js ---------------------------
+// Python calls httpBridge.api as the module "agent_http" (fetch, or the extension through the
+// UI thread) and reports server states through bridge.mcpStatus.
+const httpBridge = createHttpBridge(post);
+bridge.mcpStatus = (statusJson) => post({ type: "mcp-status", status: JSON.parse(statusJson) });
+
+async function handleMcpMessage(message) {
+  if (httpBridge.onMessage(message)) return true;
+  switch (message.type) {
+    case "mcp-servers":
+      if (page) await page.configure_servers(JSON.stringify(message.servers || []));
+      return true;
+    case "mcp-reconnect":
+      if (page) await page.reconnect_server(message.name);
+      return true;
+    default:
+      return false;
+  }
+}
+// --- end of MCP servers ------------------------------------------------------------------------
+
+// Settings the CPU engine's small model needs: its own model id, no executor model, plans
+// without arguments (each step gets its arguments under its tool's schema) and short texts.
+// Reply budgets are small: the model decodes a few tokens per second on a laptop CPU.
+const CPU_AGENT_SETTINGS = {
+  executor_model: null,
+  plan_arguments: false,
+  plan_text_chars: 120,
+  budgets: { plan: 320, arguments: 160, generate: 160, rethink: 64, answer: 192 },
+};
+
+// "auto": WebLLM when WebGPU is usable, otherwise the CPU engine, saying why.
+async function createEngine(choice, settings) {
+  const gpu = await detectWebGPU();
+  if (choice === "scripted") {
+    const { ScriptedEngine } = await import("./engines/scripted.js");
+    const scripted = new ScriptedEngine();
+    return { engine: scripted, gpu, info: { name: "scripted", label: scripted.label, usable: true, reason: gpu.reason } };
+  }
+  if (choice === "cpu" || (choice === "auto" && !gpu.ok)) {
+    return createCpuEngine(gpu, settings, choice === "auto");
+  }
+  return createWebLLMEngine(gpu, settings);
+}
+
+async function createCpuEngine(gpu, settings, chosenForLackOfGpu) {
+  const { WllamaEngine, cpuEngineInfo, DEFAULT_CPU_MODEL } = await import("./engines/wllama.js");
+  const cpuInfo = cpuEngineInfo();
+  const cpu = new WllamaEngine({
+    contextWindow: settings.context_window,
+    threads: Number(settings.cpu_threads) || undefined,
+    onProgress: ({ progress, text }) => post({ type: "progress", what: "model", progress, text }),
+  });
+  const why = chosenForLackOfGpu ? `${gpu.reason} Using the CPU engine instead (a small model; slower).` : "The CPU engine was chosen in Settings.";
+  return {
+    engine: cpu,
+    gpu,
+    info: {
+      name: "cpu",
+      label: `${cpu.label}, ${cpu.threads} thread${cpu.threads === 1 ? "" : "s"}`,
+      usable: cpuInfo.usable,
+      reason: cpuInfo.usable ? [why, cpuInfo.note].filter(Boolean).join(" ") : cpuInfo.reason,
+      settings: { ...CPU_AGENT_SETTINGS, model: settings.cpu_model_url || DEFAULT_CPU_MODEL },
+    },
+  };
+}
+
+async function createWebLLMEngine(gpu, settings) {
+  const { WebLLMEngine } = await import("./engines/webllm.js");
+  const webllmEngine = new WebLLMEngine({
+    contextWindow: settings.context_window,
+    modelUrl: settings.model_url || "",
+    modelLibUrl: settings.model_lib_url || "",
+    onProgress: ({ progress, text }) => post({ type: "progress", what: "model", progress, text }),
+  });
+  let reason = gpu.reason;
+  let usable = gpu.ok;
+  if (gpu.ok && !gpu.f16 && String(settings.model).includes("q4f16")) {
+    usable = false;
+    reason = `This GPU has no shader-f16 support, so ${settings.model} cannot run. Choose ${settings.model.replace("q4f16", "q4f32")} in Settings.`;
+  }
+  return { engine: webllmEngine, gpu, info: { name: "webllm", label: webllmEngine.label, usable, reason } };
+}
+
+async function boot({ settings, engine: choice }) {
+  const t0 = performance.now();
+  const timings = {};
+  post({ type: "progress", what: "pyodide", progress: 0.05, text: "Starting Python…" });
+  pyodide = await loadPyodide({ indexURL: PYODIDE_URL, lockFileURL: PYODIDE_URL + "pyodide-lock.json" });
+  timings.pyodide_ms = Math.round(performance.now() - t0);
+  post({ type: "progress", what: "pyodide", progress: 1, text: "Python started" });
+
+  const packages = Object.keys(pyodide.lockfile.packages);
+  let loaded = 0;
+  await pyodide.loadPackage(packages, {
+    messageCallback: (message) => {
+      if (/^Loaded /.test(message)) loaded += 1;
+      post({ type: "progress", what: "packages", progress: Math.min(loaded / packages.length, 1), text: message });
+    },
+    errorCallback: (message) => post({ type: "error", message }),
+  });
+  post({ type: "progress", what: "packages", progress: 1, text: `${packages.length} packages loaded` });
+
+  pyodide.registerJsModule("agent_bridge", bridge);
+  pyodide.registerJsModule("agent_http", httpBridge.api);
+  await pyodide.runPythonAsync(`
+import pyodide_http
+pyodide_http.patch_all()  # urllib-based code can reach the network through fetch
+import agent_bridge, agent_http
+from agent_py.browser import PageSession
+page = PageSession(agent_bridge, http=agent_http)
+`);
+  page = pyodide.globals.get("page");
+  const created = await createEngine(choice, settings);
+  engine = created.engine;
+  engineInfo = created.info;
+  await page.configure(JSON.stringify(pythonSettings(settings)));
+  timings.agent_ready_ms = Math.round(performance.now() - t0);
+  post({ type: "ready", engine: engineInfo, gpu: created.gpu, timings });
+}
+
+// The UI keeps a few settings that only JavaScript uses (model URLs, the engine); Python gets
+// the rest, with what the chosen engine needs on top (the CPU engine runs its own model).
+function pythonSettings(settings) {
+  const { model_url: _url, model_lib_url: _lib, engine: _engine, cpu_model_url: _cpu, cpu_threads: _threads, ...rest } = settings;
+  return { ...rest, ...(engineInfo?.settings || {}) };
+}
+
+async function run({ question }) {
+  if (running) {
+    post({ type: "error", message: "A task is already running." });
+    return;
+  }
+  if (!engineInfo.usable) {
+    post({ type: "error", message: engineInfo.reason || "No model engine can run in this browser." });
+    post({ type: "run-finished", result: null, counts: engine.counts });
+    return;
+  }
+  running = true;
+  try {
+    const resultJson = await page.run(question);
+    post({ type: "run-finished", result: JSON.parse(resultJson), counts: engine.counts });
+  } catch (error) {
+    post({ type: "error", message: `The agent failed: ${error.message || error}` });
+    post({ type: "run-finished", result: null, counts: engine.counts });
+  } finally {
+    running = false;
+  }
+}
+
+async function handle(message) {
+  if (await handleMcpMessage(message)) return;
+  switch (message.type) {
+    case "boot":
+      return boot(message);
+    case "configure":
+      return page.configure(JSON.stringify(pythonSettings(message.settings)));
+    case "run":
+      return run(message);
+    case "stop":
+      page?.cancel();
+      engine?.interrupt();
+      return;
+    case "script":
+      if (engineInfo?.name !== "scripted") throw new Error("Scripts are for the scripted test engine only.");
+      engine.setScript(message.replies);
+      return;
+    case "sandbox-result": {
+      const resolve = pendingSandbox.get(message.id);
+      pendingSandbox.delete(message.id);
+      resolve?.(JSON.stringify(message.result));
+      return;
+    }
+    case "engine-counts":
+      post({ type: "engine-counts", counts: engine ? { ...engine.counts } : null });
+      return;
+    case "models": {
+      const { PREBUILT_MODELS, cachedModels } = await import("./engines/webllm.js");
+      post({ type: "models", prebuilt: PREBUILT_MODELS, cached: await cachedModels() });
+      return;
+    }
+    case "delete-model": {
+      const { deleteCachedModel } = await import("./engines/webllm.js");
+      await deleteCachedModel(message.id);
+      return handle({ type: "models" });
+    }
+    default:
+      throw new Error(`unknown message ${message.type}`);
+  }
+}
+
+self.onmessage = (event) => {
+  handle(event.data).catch((error) => post({ type: "error", message: String(error?.message || error) }));
+};
