@@ -1,0 +1,241 @@
+"""HTTP for the MCP client in the page: the worker's own fetch, or the bridge extension.
+
+The agent worker registers a JavaScript object (``web/http-bridge.js``, as the Pyodide
+module ``agent_http``) whose methods take and return JSON strings, so no JS proxy outlives
+a call:
+
+``start(request_json)`` -> ``{"ok": true, "id", "status", "headers"}`` or ``{"ok": false,
+"error": {"kind", "message"}}``
+    ``request_json`` is ``{"id", "mode": "fetch" | "bridge", "method", "url", "headers",
+    "body": base64 | null, "timeout_ms": int | null}``. It resolves once the status line
+    and headers are in. Error kinds: ``blocked`` (fetch failed: the browser blocked it,
+    CORS, or could not connect; fetch cannot tell which), ``network``, ``timeout``,
+    ``no-bridge`` (the extension is not installed or not enabled for this page) and
+    ``refused`` (the extension's rules said no; the message says which and what to do).
+``read(id)`` -> ``{"ok": true, "chunk": base64}``, ``{"ok": true, "done": true}`` or an error
+    The body, chunk by chunk as it arrives (SSE answers stream).
+``abort(id)``
+    Stop the request, whatever state it is in; unknown ids are ignored.
+
+Python chooses the ids, so a request can be aborted even while ``start`` is pending.
+This module imports nothing from Pyodide, so it is tested in CPython with a stand-in.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import json
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
+
+from agent_py.mcp.errors import MCPConfigError, MCPConnectionError, MCPTimeoutError
+from agent_py.mcp.host import MCPServerConfig, TransportFactory
+from agent_py.mcp.transport import FallbackTransport, HTTPResponse, HTTPTransport
+
+BrowserMode = Literal["fetch", "bridge"]
+
+INSTALL_HINT = (
+    "Install the agent_py bridge extension (see README) and approve {origin} in its options."
+)
+
+_request_ids = itertools.count(1)
+
+
+class HttpBridge(Protocol):
+    """The worker's JavaScript object (``web/http-bridge.js``)."""
+
+    def start(self, request_json: str) -> Awaitable[str]: ...
+    def read(self, request_id: int) -> Awaitable[str]: ...
+    def abort(self, request_id: int) -> object: ...
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _reply(raw: object, what: str) -> dict[str, Any]:
+    try:
+        reply = json.loads(str(raw))
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict):
+        raise MCPConnectionError(f"The page's HTTP bridge sent an unreadable reply to {what}.")
+    return reply
+
+
+def _error(reply: Mapping[str, Any]) -> tuple[str, str]:
+    error = reply.get("error")
+    if not isinstance(error, dict):
+        return "network", "the request failed"
+    return str(error.get("kind") or "network"), str(error.get("message") or "the request failed")
+
+
+class BrowserResponse(HTTPResponse):
+    """A response whose body the JavaScript side streams, one ``read`` per chunk."""
+
+    def __init__(
+        self, http: HttpBridge, request_id: int, status: int, headers: Mapping[str, str], url: str
+    ) -> None:
+        self.status = status
+        self.headers = {str(name).lower(): str(value) for name, value in headers.items()}
+        self._http = http
+        self._id = request_id
+        self._url = url
+        self._finished = False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        try:
+            while not self._finished:
+                reply = _reply(await self._http.read(self._id), "a body read")
+                if reply.get("ok") is False:
+                    self._finished = True
+                    _, message = _error(reply)
+                    raise MCPConnectionError(
+                        f"The connection to {origin_of(self._url)} broke while reading the "
+                        f"answer: {message}"
+                    )
+                if reply.get("done"):
+                    self._finished = True
+                    return
+                try:
+                    chunk = base64.b64decode(str(reply.get("chunk") or ""), validate=True)
+                except binascii.Error as error:
+                    raise MCPConnectionError(
+                        "The page's HTTP bridge sent a body chunk that is not base64."
+                    ) from error
+                if chunk:
+                    yield chunk
+        finally:
+            # Stopped early (enough read, cancelled, an error): release the request.
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        if not self._finished:
+            self._finished = True
+            self._http.abort(self._id)
+
+
+class BrowserTransport(HTTPTransport):
+    """One MCP server's requests through the page's fetch or through the bridge extension.
+
+    ``server`` and ``url`` name the server in the messages users see. ``after_fetch`` marks
+    the bridge of an ``auto`` server, which is only used once the page's own fetch was
+    blocked: its "no extension" message then explains CORS.
+    """
+
+    def __init__(
+        self,
+        http: HttpBridge,
+        mode: BrowserMode,
+        *,
+        url: str,
+        server: str | None = None,
+        after_fetch: bool = False,
+    ) -> None:
+        self._http = http
+        self._mode = mode
+        self._url = url
+        self._server = server
+        self._after_fetch = after_fetch
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        timeout_s: float | None,
+    ) -> HTTPResponse:
+        request_id = next(_request_ids)
+        request = {
+            "id": request_id,
+            "mode": self._mode,
+            "method": method,
+            "url": url,
+            "headers": dict(headers),
+            "body": base64.b64encode(body).decode("ascii") if body is not None else None,
+            "timeout_ms": None if timeout_s is None else max(1, round(timeout_s * 1000)),
+        }
+        try:
+            raw = await self._http.start(json.dumps(request))
+        except BaseException:
+            self._http.abort(request_id)  # cancelled while waiting for the headers
+            raise
+        reply = _reply(raw, f"a request to {origin_of(url)}")
+        if reply.get("ok") is False:
+            raise self._failure(url, timeout_s, *_error(reply))
+        raw_headers = reply.get("headers")
+        return BrowserResponse(
+            self._http,
+            request_id,
+            int(reply.get("status") or 0),
+            raw_headers if isinstance(raw_headers, dict) else {},
+            url,
+        )
+
+    def _label(self) -> str:
+        if self._server:
+            return f"The MCP server {self._server!r} ({self._url})"
+        return f"The MCP server at {self._url}"
+
+    def _failure(
+        self, url: str, timeout_s: float | None, kind: str, message: str
+    ) -> MCPConnectionError | MCPTimeoutError:
+        origin = origin_of(url)
+        hint = INSTALL_HINT.format(origin=origin_of(self._url))
+        if kind == "timeout":
+            limit = f" within {timeout_s:g} s" if timeout_s is not None else ""
+            return MCPTimeoutError(f"{origin} did not answer{limit}.")
+        if kind == "blocked":
+            if self._mode == "fetch":
+                return MCPConnectionError(
+                    f"{self._label()} cannot be reached from the page: the browser blocked the "
+                    "request (the server sends no CORS headers) or could not connect (the server "
+                    "is not running). For a server without CORS headers choose the 'auto' or "
+                    f"'bridge' transport. {hint}"
+                )
+            return MCPConnectionError(f"{self._label()} cannot be reached: {message}")
+        if kind == "no-bridge":
+            if self._after_fetch:
+                return MCPConnectionError(
+                    f"{self._label()} does not allow browser requests (no CORS headers), or it "
+                    f"is not running. {hint}"
+                )
+            return MCPConnectionError(
+                f"{self._label()} is set to use the bridge extension, which is not installed "
+                f"or not enabled in this browser. {hint}"
+            )
+        if kind == "refused":
+            return MCPConnectionError(
+                f"The agent_py bridge extension refused the request: {message}"
+            )
+        return MCPConnectionError(f"{self._label()} cannot be reached: {message}")
+
+
+def browser_transport_factory(http: HttpBridge) -> TransportFactory:
+    """The page's transports for :class:`~agent_py.mcp.host.MCPClientHost`:
+
+    ``fetch``: the worker's fetch (the server must send CORS headers and expose
+    ``Mcp-Session-Id``); ``bridge``: the extension; ``auto``: fetch, then the extension when
+    the browser blocks fetch; ``http``: not available in the page."""
+
+    def factory(config: MCPServerConfig) -> HTTPTransport:
+        if config.transport == "http":
+            raise MCPConfigError(
+                "The 'http' transport needs CPython; in the page choose 'auto', 'fetch' or "
+                "'bridge'."
+            )
+        if config.transport == "auto":
+            return FallbackTransport(
+                BrowserTransport(http, "fetch", url=config.url, server=config.name),
+                BrowserTransport(
+                    http, "bridge", url=config.url, server=config.name, after_fetch=True
+                ),
+            )
+        return BrowserTransport(http, config.transport, url=config.url, server=config.name)
+
+    return factory

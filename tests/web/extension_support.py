@@ -1,0 +1,246 @@
+"""Helpers for the bridge extension tests (test_extension.py, test_page_mcp.py).
+
+- :func:`launch_with_extension`: headless Chromium with extension/ loaded unpacked; its
+  service worker is where tests approve pages and servers (chrome.storage, as the options
+  page would) and read the activity log.
+- :class:`PlainServer`: a tiny HTTP server without CORS headers that echoes requests,
+  redirects and stalls, so a test sees exactly what the extension sent.
+- :func:`start_sdk_server`: the real MCP server of tests/mcp/sdk_server.py (official SDK),
+  which sends no CORS headers. By default it has the SDK's DNS-rebinding protection for
+  loopback, which refuses ``Origin: chrome-extension://...``; ``allow_origins`` adds origins
+  to its allow-list, as a user would for the extension. ``cors=True`` adds CORS headers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+ROOT = Path(__file__).resolve().parents[2]
+EXTENSION_DIR = ROOT / "extension"
+MCP_TESTS = ROOT / "tests" / "mcp"
+# Fixed by the "key" in extension/manifest.json, so servers can allow it once.
+EXTENSION_ID = "kmieaifdmlncmjpphfmoolnpdnkcddpp"
+EXTENSION_ORIGIN = f"chrome-extension://{EXTENSION_ID}"
+
+
+def launch_with_extension(
+    playwright: Any, user_data_dir: Path, launch_options: dict[str, Any]
+) -> tuple[Any, Any]:
+    """A persistent context with the extension, and the extension's service worker."""
+    options = dict(launch_options)
+    options["args"] = [
+        *options.get("args", []),
+        f"--disable-extensions-except={EXTENSION_DIR}",
+        f"--load-extension={EXTENSION_DIR}",
+    ]
+    # Pages' own service workers (web/sw.js) would serve the page from its cache; the tests
+    # want the files of this checkout. Extension service workers are not affected.
+    context = playwright.chromium.launch_persistent_context(
+        str(user_data_dir), service_workers="block", **options
+    )
+    workers = [w for w in context.service_workers if w.url.startswith(EXTENSION_ORIGIN)]
+    worker = workers[0] if workers else context.wait_for_event("serviceworker", timeout=10_000)
+    assert worker.url.startswith(EXTENSION_ORIGIN), worker.url
+    # onInstalled writes the default lists; wait for it so a test's own lists are not
+    # overwritten afterwards.
+    worker.evaluate(
+        """async () => {
+            for (let i = 0; i < 100; i++) {
+                const {pageOrigins} = await chrome.storage.local.get("pageOrigins");
+                if (pageOrigins) return;
+                await new Promise(r => setTimeout(r, 50));
+            }
+        }"""
+    )
+    return context, worker
+
+
+def set_lists(worker: Any, *, pages: list[str], targets: list[str]) -> None:
+    """What the options page stores when the user allows pages and approves servers."""
+    worker.evaluate(
+        "([pageOrigins, approvedTargets]) =>"
+        " chrome.storage.local.set({pageOrigins, approvedTargets})",
+        [pages, targets],
+    )
+
+
+def activity(worker: Any) -> list[dict[str, Any]]:
+    return list(
+        worker.evaluate("async () => (await chrome.storage.session.get('activity')).activity || []")
+    )
+
+
+def wait_activity(worker: Any, predicate: Any, timeout_s: float = 10.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for entry in activity(worker):
+            if predicate(entry):
+                return entry
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no such activity entry; the log: {activity(worker)}")
+        time.sleep(0.1)
+
+
+class _PlainHandler(BaseHTTPRequestHandler):
+    """GET/POST/DELETE /echo -> the request as JSON; /redirect?to=URL&status=307 -> a redirect;
+    /hang?s=3 -> no answer for that long; /slow -> headers, then only SSE comments for 30 s
+    (the server notes when the client went away)."""
+
+    server: PlainServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+    def _handle(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length else b""
+        parts = urlsplit(self.path)
+        query = parse_qs(parts.query)
+        self.server.seen.append(
+            {"method": self.command, "path": parts.path, "headers": dict(self.headers)}
+        )
+        if parts.path == "/redirect":
+            self.send_response(int(query.get("status", ["307"])[0]))
+            self.send_header("Location", query["to"][0])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if parts.path == "/hang":
+            time.sleep(float(query.get("s", ["3"])[0]))
+            self.send_response(204)
+            self.end_headers()
+            return
+        if parts.path == "/slow":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.flush()
+            try:
+                for _ in range(300):
+                    time.sleep(0.1)
+                    self.wfile.write(b": keep-alive\n\n")
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                self.server.disconnects.append(time.monotonic())
+            return
+        answer = json.dumps(
+            {
+                "method": self.command,
+                "path": parts.path,
+                "headers": {k.lower(): v for k, v in self.headers.items()},
+                "body": body.decode("utf-8", "replace"),
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    do_GET = do_POST = do_DELETE = do_OPTIONS = _handle
+
+
+class PlainServer(ThreadingHTTPServer):
+    """An HTTP server on 127.0.0.1 that sends no CORS headers."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _PlainHandler)
+        self.seen: list[dict[str, Any]] = []
+        self.disconnects: list[float] = []
+        self.origin = f"http://127.0.0.1:{self.server_address[1]}"
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    def __enter__(self) -> PlainServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+_SDK_LAUNCHER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from sdk_server import build_server
+from mcp.server.transport_security import TransportSecuritySettings
+
+port, cors, extra_origins = int(sys.argv[2]), sys.argv[3] == "cors", sys.argv[4:]
+security = None
+if extra_origins:
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", *extra_origins],
+    )
+server = build_server(None)
+if not cors:
+    server.run("streamable-http", host="127.0.0.1", port=port, transport_security=security)
+else:
+    import uvicorn
+    from starlette.middleware.cors import CORSMiddleware
+
+    app = CORSMiddleware(
+        server.streamable_http_app(transport_security=security),
+        allow_origins=["*"],
+        allow_methods=["GET", "POST", "DELETE"],
+        allow_headers=["*"],
+        expose_headers=["Mcp-Session-Id"],
+    )
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+"""
+
+
+@contextmanager
+def start_sdk_server(
+    log_dir: Path, allow_origins: list[str] | None = None, *, cors: bool = False
+) -> Iterator[str]:
+    """The tests/mcp SDK server on a free port; yields its MCP endpoint URL. With ``cors``
+    it sends CORS headers (any origin, ``Mcp-Session-Id`` exposed), as a server meant for
+    browser clients does."""
+    sys.path.insert(0, str(MCP_TESTS))
+    try:
+        from mcp_servers import free_port, wait_for_port
+    finally:
+        sys.path.remove(str(MCP_TESTS))
+    port = free_port()
+    log = log_dir / f"sdk-server-{port}.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _SDK_LAUNCHER,
+                str(MCP_TESTS),
+                str(port),
+                "cors" if cors else "plain",
+                *(allow_origins or []),
+            ],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    try:
+        wait_for_port(port, process, log)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()

@@ -1,0 +1,161 @@
+"""MCP servers in the page (web/servers.js, agent_py.browser, agent_py.mcp.browser_transport):
+servers added in the panel, with and without the bridge extension, and agent runs (scripted
+test engine) that call their tools: through the worker's fetch for a server with CORS headers,
+through the bridge for one without."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from extension_support import (
+    EXTENSION_ORIGIN,
+    activity,
+    launch_with_extension,
+    set_lists,
+    start_sdk_server,
+)
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def mcp_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The SDK's MCP server (no CORS headers), told to accept the extension's Origin."""
+    with start_sdk_server(tmp_path_factory.mktemp("sdk"), [EXTENSION_ORIGIN]) as url:
+        yield url
+
+
+def open_app(page: Any, url: str) -> None:
+    page.goto(url)
+    page.wait_for_function("document.body.dataset.status === 'ready'", timeout=90_000)
+
+
+def add_server(page: Any, name: str, url: str) -> None:
+    page.get_by_role("button", name="Add server").click()
+    page.get_by_label("Name (prefix of its tools)").fill(name)
+    page.get_by_label("URL of its MCP endpoint").fill(url)
+    page.get_by_role("button", name="Save server").click()
+
+
+def server_item(page: Any, name: str, state: str) -> Any:
+    item = page.locator(f'#mcp-server-list li[data-server="{name}"][data-state="{state}"]')
+    item.wait_for(timeout=20_000)
+    return item
+
+
+def plan_with(step: dict[str, Any]) -> str:
+    plan = {"tasks": [{"task_id": "t1", "task_goal": "use the server", "steps": [step]}]}
+    return f"<plan>{json.dumps(plan)}</plan>"
+
+
+def run_add(page: Any, tool: str) -> Any:
+    """A scripted run whose one step calls ``tool`` with a=2, b=3; returns the step."""
+    page.evaluate(
+        "replies => window.agentApp.setScript(replies)",
+        {
+            "plan": plan_with(
+                {
+                    "step_id": "s1",
+                    "step_goal": "add two numbers",
+                    "tool_name": tool,
+                    "tool_intent": "the server adds",
+                    "expected_output": "their sum",
+                    "arguments": {"a": 2, "b": 3},
+                }
+            ),
+            "rethink": "<status>done</status><final>The sum is 5.</final>",
+        },
+    )
+    page.get_by_role("textbox", name="Task").fill("What is 2 + 3? Use the server.")
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_function(
+        "document.querySelector('.turn:last-of-type')?.dataset.state", timeout=60_000
+    )
+    assert page.evaluate("document.querySelector('.turn:last-of-type').dataset.state") == (
+        "completed"
+    )
+    step = page.locator('[data-step="s1"]')
+    assert step.get_attribute("data-status") == "completed"
+    assert tool in step.inner_text()
+    assert page.get_by_label("Answer", exact=True).inner_text() == "The sum is 5."
+    return step
+
+
+def test_without_the_extension_a_cors_server_works_and_others_name_the_extension(
+    page: Any,
+    page_url: Any,
+    mcp_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    open_app(page, page_url("index.html?engine=scripted"))
+    assert "not detected" in page.locator("#mcp-bridge-status").inner_text()
+
+    with start_sdk_server(tmp_path_factory.mktemp("cors"), cors=True) as cors_url:
+        add_server(page, "calc", mcp_url)
+        add_server(page, "open", cors_url)
+
+        status = server_item(page, "calc", "error").locator(".server-status").inner_text()
+        assert f"The MCP server 'calc' ({mcp_url}) does not allow browser requests" in status
+        assert (
+            "Install the agent_py bridge extension (see README) and approve "
+            f"{mcp_url.rsplit('/', 1)[0]} in its options." in status
+        )
+        # The worker's own fetch reaches a server that sends CORS headers; the SSE answer
+        # streams through it.
+        assert "Connected: 9 tools" in server_item(page, "open", "connected").inner_text()
+        step = run_add(page, "open__add")
+        assert step.locator(".output pre").text_content() == "5"
+
+    saved = page.evaluate("window.agentApp.mcpServers()")
+    assert saved == [
+        {"name": "calc", "url": mcp_url, "token": "", "transport": "auto", "enabled": True},
+        {"name": "open", "url": cors_url, "token": "", "transport": "auto", "enabled": True},
+    ]
+
+
+def test_an_agent_run_calls_an_mcp_tool_through_the_bridge(
+    playwright: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    browser_settings: Any,
+    page_url: Any,
+    base_url: str,
+    mcp_url: str,
+) -> None:
+    context, worker = launch_with_extension(
+        playwright, tmp_path_factory.mktemp("profile"), browser_settings.launch_options()
+    )
+    context.set_default_timeout(browser_settings.DEFAULT_TIMEOUT_MS)
+    page_origin = base_url.rstrip("/")
+    server_origin = mcp_url.rsplit("/", 1)[0]
+    try:
+        set_lists(worker, pages=[page_origin], targets=[])
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        open_app(page, page_url("index.html?engine=scripted"))
+        assert "ready for this page" in page.locator("#mcp-bridge-status").inner_text()
+
+        # Added before its approval: the extension refuses, and the panel says what to do.
+        add_server(page, "calc", mcp_url)
+        refused = server_item(page, "calc", "error").locator(".server-status").inner_text()
+        assert "refused" in refused and "not an approved server" in refused
+
+        set_lists(worker, pages=[page_origin], targets=[server_origin])
+        page.get_by_role("button", name="Reconnect server calc").click()
+        connected = server_item(page, "calc", "connected").locator(".server-status").inner_text()
+        assert connected.startswith("Connected: 9 tools (calc__echo, calc__add")
+
+        step = run_add(page, "calc__add")
+
+        assert step.locator(".output pre").text_content() == "5"
+        calls = [e for e in activity(worker) if e["method"] == "POST" and e["target"] == mcp_url]
+        assert calls and all(e["page"] == page_origin for e in calls)
+        # An SSE answer left once it held the response is logged as such, not as a page gone.
+        assert all(e["result"].startswith(("HTTP 20", "refused")) for e in calls)
+        assert not any("went away" in e["result"] for e in calls)
+        assert errors == []
+    finally:
+        context.close()
