@@ -26,7 +26,14 @@ from agent_py.parsing import (
     parse_plan,
     parse_rethink,
 )
-from agent_py.plan import MAX_STEPS_PER_TASK, MAX_TASKS, PlanSchema, TaskSchema, plan_json_schema
+from agent_py.plan import (
+    MAX_STEPS_PER_TASK,
+    MAX_TASKS,
+    MAX_TEXT_CHARS,
+    PlanSchema,
+    TaskSchema,
+    plan_json_schema,
+)
 from agent_py.prompts import render
 from agent_py.tools.registry import ToolRegistry
 
@@ -61,6 +68,8 @@ class PlanAndRethink:
         max_replans: int,
         tool_timeout_s: float,
         on_state: StateListener,
+        plan_arguments: bool = True,
+        plan_text_chars: int = MAX_TEXT_CHARS,
     ) -> None:
         self.model = model
         self.registry = registry
@@ -69,9 +78,15 @@ class PlanAndRethink:
         self.max_replans = max_replans
         self.executor = StepExecutor(registry, model, recorder, tool_timeout_s=tool_timeout_s)
         self._on_state = on_state
+        self.plan_arguments = plan_arguments
+        self.plan_text_chars = plan_text_chars
 
     def plan_schema(self) -> dict[str, object]:
-        return plan_json_schema(self.registry.names)
+        return plan_json_schema(
+            self.registry.names,
+            max_text_chars=self.plan_text_chars,
+            with_arguments=self.plan_arguments,
+        )
 
     async def plan(self, question: str, run: PlanRun) -> PlanRun:
         """Solve ``question``, filling ``run`` as it goes (the caller keeps it on failure)."""

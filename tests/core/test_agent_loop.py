@@ -446,3 +446,25 @@ async def test_a_task_is_refused_while_another_runs() -> None:
     with pytest.raises(RuntimeError, match="already running"):
         await agent.task("two")
     assert (await first).state is AgentState.COMPLETED
+
+
+async def test_plans_without_arguments_for_small_models() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "echo")]),
+            "arguments": '{"text": "a", "times": 1}',
+            "rethink": "<status>done</status><final>a</final>",
+        }
+    )
+    config = AgentConfig(plan_arguments=False, plan_text_chars=50)
+    agent, _ = make_agent(llm, EchoTool(), config=config)
+
+    result = await agent.task("echo a")
+
+    assert result.state is AgentState.COMPLETED
+    plan_schema = llm.calls[0][1].schema
+    assert plan_schema is not None
+    step_schema = plan_schema["properties"]["tasks"]["items"]["properties"]["steps"]["items"]
+    assert "arguments" not in step_schema["properties"]
+    assert step_schema["properties"]["step_goal"]["maxLength"] == 50
+    assert result.steps[0].thought is True

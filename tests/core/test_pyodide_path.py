@@ -17,6 +17,8 @@ import agent_py
 PACKAGE = Path(agent_py.__file__).parent
 CPYTHON_ONLY = {
     "agent_py/__main__.py",
+    "agent_py/terminal.py",
+    "agent_py/web_server.py",
     "agent_py/tools/node_runner.py",
     "agent_py/mcp/__main__.py",
     "agent_py/mcp/httpx_transport.py",

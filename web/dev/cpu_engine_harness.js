@@ -1,0 +1,57 @@
+// Module Worker of the CPU engine harness (cpu_engine_harness.html): owns one WllamaEngine,
+// as web/worker.js does, and answers the page's calls. Each method gets {id} of the call first.
+//   page -> worker  {id, method: "info" | "create" | "reload" | "chat" | "interrupt" |
+//                    "unload" | "counts", args: [...]}
+//   worker -> page  {id, result} | {id, error: {name, message}}
+//                   {type: "token", id, text, ms}      streamed output of chat call `id`
+//                   {type: "progress", progress, text} model loading
+import { WllamaEngine, cpuEngineInfo } from "../engines/wllama.js";
+
+let engine = null;
+let engineOptions = {};
+
+const onProgress = ({ progress, text }) => self.postMessage({ type: "progress", progress, text });
+
+function currentEngine() {
+  engine ??= new WllamaEngine({ ...engineOptions, onProgress });
+  return engine;
+}
+
+const methods = {
+  info: (_call) => ({ ...cpuEngineInfo(), label: engine?.label ?? null, options: engineOptions }),
+
+  /** A fresh engine with other options (threads, contextWindow, modelUrl, seed, temperature). */
+  async create(_call, options = {}) {
+    if (engine) await engine.unload();
+    engineOptions = options;
+    engine = null;
+    return { label: currentEngine().label };
+  },
+
+  async reload(_call, model) {
+    const started = performance.now();
+    await currentEngine().reload(model);
+    return { loadedModel: engine.loadedModel, threads: engine.threads, seconds: (performance.now() - started) / 1000 };
+  },
+
+  async chat({ id }, messages, call) {
+    const started = performance.now();
+    const onToken = (text) => self.postMessage({ type: "token", id, text, ms: performance.now() - started });
+    const reply = await currentEngine().chat(messages, call, onToken);
+    return { ...reply, seconds: (performance.now() - started) / 1000 };
+  },
+
+  interrupt: (_call) => engine?.interrupt(),
+  unload: (_call) => currentEngine().unload(),
+  counts: (_call) => ({ ...currentEngine().counts, loadedModel: currentEngine().loadedModel, threads: currentEngine().threads }),
+};
+
+self.onmessage = async ({ data: { id, method, args = [] } }) => {
+  try {
+    if (!methods[method]) throw new Error(`unknown method ${method}`);
+    const result = await methods[method]({ id }, ...args);
+    self.postMessage({ id, result: result ?? null });
+  } catch (error) {
+    self.postMessage({ id, error: { name: error?.name || "Error", message: String(error?.message || error) } });
+  }
+};
