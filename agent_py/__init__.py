@@ -19,7 +19,7 @@ from agent_py.llm import (
 )
 from agent_py.model_client import ReplyBudgets
 from agent_py.parsing import PlanParseError, parse_plan, parse_rethink
-from agent_py.plan import PlanSchema, StepSchema, TaskSchema, plan_json_schema
+from agent_py.plan import PlanSchema, PlanShape, StepSchema, TaskSchema, plan_json_schema
 from agent_py.planner import PlanAndRethink
 from agent_py.tools import (
     JavascriptExecutor,
@@ -59,6 +59,7 @@ __all__ = [
     "PlanAndRethink",
     "PlanParseError",
     "PlanSchema",
+    "PlanShape",
     "ReplyBudgets",
     "ResidencyPolicy",
     "RunResult",

@@ -14,7 +14,7 @@ from agent_py.execution import StepOutcome
 from agent_py.history import EventListener, EventRecorder, HistorySink, Hooks
 from agent_py.llm import LLM, LLMError, ManagedLLM, ModelRoles, ModelStats, ResidencyPolicy
 from agent_py.model_client import ModelClient, ReplyBudgets, TokenListener
-from agent_py.plan import MAX_TEXT_CHARS, PlanSchema
+from agent_py.plan import PlanSchema, PlanShape
 from agent_py.planner import PlanAndRethink, PlanRun, RunFailure
 from agent_py.tools.base import ToolBase
 from agent_py.tools.registry import ToolRegistry
@@ -28,11 +28,7 @@ class AgentConfig(BaseModel):
     context_window: int = Field(4096, ge=512)
     budgets: ReplyBudgets = ReplyBudgets()
     thinking: bool = False
-    plan_arguments: bool = True
-    """Let the plan carry tool arguments (saves a model call per step). Small models write
-    better arguments in a step of their own, under the tool's schema: turn it off for them."""
-    plan_text_chars: int = Field(MAX_TEXT_CHARS, ge=20)
-    """Bound on each text field of a plan under constrained decoding."""
+    plan_shape: PlanShape = PlanShape()
     max_steps: int = Field(100, ge=1)
     max_replans: int = Field(5, ge=0)
     tool_timeout_s: float = Field(60.0, gt=0)
@@ -156,8 +152,7 @@ class Agent:
                 max_steps=self.config.max_steps,
                 max_replans=self.config.max_replans,
                 tool_timeout_s=self.config.tool_timeout_s,
-                plan_arguments=self.config.plan_arguments,
-                plan_text_chars=self.config.plan_text_chars,
+                plan_shape=self.config.plan_shape,
                 on_state=self._set_state,
             )
             await planner.plan(question, run)

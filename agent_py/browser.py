@@ -52,6 +52,7 @@ from agent_py.mcp.host import MCPClientHost, MCPServerConfig, MCPServerStatus
 from agent_py.mcp.results import describe_validation_error
 from agent_py.mcp.transport import HTTPTransport
 from agent_py.model_client import ReplyBudgets
+from agent_py.plan import PlanShape
 from agent_py.tools.base import ToolBase
 from agent_py.tools.javascript import JavascriptExecutor, JSRunResult
 from agent_py.tools.llm_generator import LLMGenerator
@@ -168,8 +169,7 @@ class PageSettings(BaseModel):
     tool_timeout_s: float = Field(60.0, gt=0)
     js_timeout_s: float = Field(10.0, gt=0)
     max_steps: int = Field(100, ge=1)
-    plan_arguments: bool = True
-    plan_text_chars: int = Field(300, ge=20)
+    plan_shape: PlanShape = PlanShape()
     budgets: ReplyBudgets | None = None
     """Reply budgets per purpose; without them every purpose gets ``max_tokens``."""
 
@@ -188,8 +188,7 @@ class PageSettings(BaseModel):
             context_window=self.context_window,
             budgets=budgets,
             thinking=self.thinking,
-            plan_arguments=self.plan_arguments,
-            plan_text_chars=self.plan_text_chars,
+            plan_shape=self.plan_shape,
             max_steps=self.max_steps,
             tool_timeout_s=self.tool_timeout_s,
         )

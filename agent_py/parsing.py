@@ -66,8 +66,11 @@ def extract_json(text: str) -> Any:
         try:
             value, _ = json.JSONDecoder().raw_decode(candidate, start)
         except json.JSONDecodeError as exc:
-            if exc.pos >= len(candidate.rstrip()):
-                error = "the JSON is cut off before its end (the reply was truncated)"
+            # An unterminated string reports where the string began, not where the text ended.
+            if exc.pos >= len(candidate.rstrip()) or exc.msg.startswith("Unterminated string"):
+                error = (
+                    "the JSON is cut off before its end (the reply was too long: make it shorter)"
+                )
             else:
                 error = f"invalid JSON: {exc.msg} at character {exc.pos - start}"
             continue
@@ -106,10 +109,37 @@ def _parse_plan(text: str) -> PlanSchema:
         value = value["plan"]
     if not isinstance(value, dict):
         raise PlanParseError('the plan must be a JSON object with a "tasks" list')
+    _rename_duplicate_step_ids(value)
     try:
         return PlanSchema.model_validate(value)
     except ValidationError as exc:
         raise PlanParseError(describe_validation_error(exc)) from None
+
+
+def _rename_duplicate_step_ids(plan: dict[str, Any]) -> None:
+    """Give repeated step ids fresh ones (small models number every step "s1").
+
+    The first step keeps the id, so ``${s1}`` still means the first step called s1.
+    """
+    steps = [
+        step
+        for task in plan.get("tasks") or []
+        if isinstance(task, dict) and isinstance(task.get("steps"), list)
+        for step in task["steps"]
+        if isinstance(step, dict) and isinstance(step.get("step_id"), str | int)
+    ]
+    used = {str(step["step_id"]) for step in steps}
+    seen: set[str] = set()
+    for step in steps:
+        step_id = str(step["step_id"])
+        if step_id in seen:
+            number = 1
+            while f"s{number}" in used:
+                number += 1
+            step_id = f"s{number}"
+            used.add(step_id)
+            step["step_id"] = step_id
+        seen.add(step_id)
 
 
 def describe_validation_error(exc: ValidationError, limit: int = 5) -> str:

@@ -55,19 +55,30 @@ class PlanSchema(_Strict):
         return [step for task in self.tasks for step in task.steps]
 
 
-def plan_json_schema(
-    tool_names: Sequence[str],
-    *,
-    max_tasks: int = MAX_TASKS,
-    max_steps_per_task: int = MAX_STEPS_PER_TASK,
-    max_text_chars: int = MAX_TEXT_CHARS,
-    with_arguments: bool = True,
-) -> dict[str, Any]:
+class PlanShape(BaseModel):
+    """How large a plan may be under constrained decoding.
+
+    Small models need a tight shape: the reply budget must hold the largest plan the schema
+    allows, or a long plan is cut off mid-JSON. ``with_arguments`` lets the plan carry tool
+    arguments (one model call saved per step); small models write better arguments in a step
+    of their own, under the tool's schema.
+    """
+
+    max_tasks: int = Field(MAX_TASKS, ge=1)
+    max_steps_per_task: int = Field(MAX_STEPS_PER_TASK, ge=1)
+    max_text_chars: int = Field(MAX_TEXT_CHARS, ge=20)
+    with_arguments: bool = True
+
+
+def plan_json_schema(tool_names: Sequence[str], shape: PlanShape | None = None) -> dict[str, Any]:
     """A flat JSON Schema of the plan for constrained decoding.
 
     No ``$ref``, no recursion, no ``oneOf``: XGrammar and llama.cpp's converter both handle
     it. ``tool_name`` is limited to the tools that exist.
     """
+    shape = shape or PlanShape()
+    max_tasks, max_steps_per_task = shape.max_tasks, shape.max_steps_per_task
+    max_text_chars, with_arguments = shape.max_text_chars, shape.with_arguments
     if not tool_names:
         raise ValueError("a plan needs at least one tool")
     text = {"type": "string", "maxLength": max_text_chars}

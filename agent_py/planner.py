@@ -26,14 +26,7 @@ from agent_py.parsing import (
     parse_plan,
     parse_rethink,
 )
-from agent_py.plan import (
-    MAX_STEPS_PER_TASK,
-    MAX_TASKS,
-    MAX_TEXT_CHARS,
-    PlanSchema,
-    TaskSchema,
-    plan_json_schema,
-)
+from agent_py.plan import PlanSchema, PlanShape, TaskSchema, plan_json_schema
 from agent_py.prompts import render
 from agent_py.tools.registry import ToolRegistry
 
@@ -68,8 +61,7 @@ class PlanAndRethink:
         max_replans: int,
         tool_timeout_s: float,
         on_state: StateListener,
-        plan_arguments: bool = True,
-        plan_text_chars: int = MAX_TEXT_CHARS,
+        plan_shape: PlanShape | None = None,
     ) -> None:
         self.model = model
         self.registry = registry
@@ -78,15 +70,10 @@ class PlanAndRethink:
         self.max_replans = max_replans
         self.executor = StepExecutor(registry, model, recorder, tool_timeout_s=tool_timeout_s)
         self._on_state = on_state
-        self.plan_arguments = plan_arguments
-        self.plan_text_chars = plan_text_chars
+        self.plan_shape = plan_shape or PlanShape()
 
     def plan_schema(self) -> dict[str, object]:
-        return plan_json_schema(
-            self.registry.names,
-            max_text_chars=self.plan_text_chars,
-            with_arguments=self.plan_arguments,
-        )
+        return plan_json_schema(self.registry.names, self.plan_shape)
 
     async def plan(self, question: str, run: PlanRun) -> PlanRun:
         """Solve ``question``, filling ``run`` as it goes (the caller keeps it on failure)."""
@@ -154,7 +141,12 @@ class PlanAndRethink:
             f"{json.dumps(tool.input_schema, ensure_ascii=False)}"
             for tool in self.registry
         )
-        return render("plan_system", tools=tools, max_tasks=MAX_TASKS, max_steps=MAX_STEPS_PER_TASK)
+        return render(
+            "plan_system",
+            tools=tools,
+            max_tasks=self.plan_shape.max_tasks,
+            max_steps=self.plan_shape.max_steps_per_task,
+        )
 
     async def _make_plan(self, conversation: list[Message]) -> PlanSchema:
         schema = self.plan_schema()

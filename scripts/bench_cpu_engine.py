@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent_py.plan import plan_json_schema  # noqa: E402
+from agent_py.plan import PlanShape, plan_json_schema  # noqa: E402
 from agent_py.terminal import load_browser_config  # noqa: E402
 from agent_py.web_server import start_server  # noqa: E402
 
@@ -55,10 +55,7 @@ PLAN_MESSAGES = [
 def plan_schema() -> dict[str, Any]:
     return plan_json_schema(
         ["llm_generator", "javascript_execute"],
-        with_arguments=False,
-        max_tasks=1,
-        max_steps_per_task=1,
-        max_text_chars=40,
+        PlanShape(max_tasks=1, max_steps_per_task=1, max_text_chars=40, with_arguments=False),
     )
 
 

@@ -89,19 +89,8 @@ def in_page_overhead(page: Any) -> list[float]:
     samples = []
     for _ in range(RUNS):
         page.evaluate("r => window.agentApp.setScript(r)", replies)
-        page.evaluate("window.__result = null")
-        page.evaluate(
-            """() => new Promise((resolve) => {
-                 const turns = document.querySelectorAll('.turn').length;
-                 window.agentApp.run('bench');
-                 const poll = setInterval(() => {
-                   const all = document.querySelectorAll('.turn');
-                   if (all.length > turns && all[all.length - 1].dataset.state) {
-                     clearInterval(poll); resolve();
-                   }
-                 }, 20);
-               })"""
-        )
+        page.evaluate("window.agentApp.lastResult = undefined; window.agentApp.run('bench')")
+        page.wait_for_function("window.agentApp.lastResult !== undefined", timeout=120_000)
         stats = page.evaluate("window.agentApp.lastResult.stats")
         samples.append((stats["wall_time_s"] - stats["model_time_s"]) / stats["steps_run"] * 1000)
     return samples

@@ -119,11 +119,11 @@ async function handleMcpMessage(message) {
 // Settings the CPU engine's small model needs: its own model id, no executor model, plans
 // without arguments (each step gets its arguments under its tool's schema) and short texts.
 // Reply budgets are small: the model decodes a few tokens per second on a laptop CPU.
+// The plan budget holds the largest plan the shape allows (about 1,700 characters of JSON).
 const CPU_AGENT_SETTINGS = {
   executor_model: null,
-  plan_arguments: false,
-  plan_text_chars: 120,
-  budgets: { plan: 320, arguments: 160, generate: 160, rethink: 64, answer: 192 },
+  plan_shape: { max_tasks: 2, max_steps_per_task: 2, max_text_chars: 80, with_arguments: false },
+  budgets: { plan: 640, arguments: 160, generate: 160, rethink: 64, answer: 192 },
 };
 
 // "auto": WebLLM when WebGPU is usable, otherwise the CPU engine, saying why.
@@ -146,6 +146,10 @@ async function createCpuEngine(gpu, settings, chosenForLackOfGpu) {
   const cpu = new WllamaEngine({
     contextWindow: settings.context_window,
     threads: Number(settings.cpu_threads) || undefined,
+    // A fixed seed and a low temperature: a small model wanders at the default temperature,
+    // and the same task then gives the same run, which makes problems reproducible.
+    seed: 42,
+    temperature: 0.2,
     onProgress: ({ progress, text }) => post({ type: "progress", what: "model", progress, text }),
   });
   const why = chosenForLackOfGpu ? `${gpu.reason} Using the CPU engine instead (a small model; slower).` : "The CPU engine was chosen in Settings.";
@@ -154,7 +158,7 @@ async function createCpuEngine(gpu, settings, chosenForLackOfGpu) {
     gpu,
     info: {
       name: "cpu",
-      label: `${cpu.label}, ${cpu.threads} thread${cpu.threads === 1 ? "" : "s"}`,
+      label: cpu.label,
       usable: cpuInfo.usable,
       reason: cpuInfo.usable ? [why, cpuInfo.note].filter(Boolean).join(" ") : cpuInfo.reason,
       settings: { ...CPU_AGENT_SETTINGS, model: settings.cpu_model_url || DEFAULT_CPU_MODEL },

@@ -29,6 +29,7 @@ from agent_py import (
     JavascriptExecutor,
     LLMGenerator,
     Message,
+    PlanShape,
     ScriptedLLM,
 )
 from agent_py.budget import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
@@ -456,7 +457,7 @@ async def test_plans_without_arguments_for_small_models() -> None:
             "rethink": "<status>done</status><final>a</final>",
         }
     )
-    config = AgentConfig(plan_arguments=False, plan_text_chars=50)
+    config = AgentConfig(plan_shape=PlanShape(with_arguments=False, max_text_chars=50))
     agent, _ = make_agent(llm, EchoTool(), config=config)
 
     result = await agent.task("echo a")

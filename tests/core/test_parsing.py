@@ -18,7 +18,7 @@ from agent_py.parsing import (
     parse_rethink,
     split_thinking,
 )
-from agent_py.plan import PlanSchema
+from agent_py.plan import PlanSchema, StepSchema, TaskSchema
 
 PLAN_JSON = plan_reply([step("s1", "echo", {"text": "x"})], wrap=False)
 
@@ -47,6 +47,7 @@ def test_plans_are_found_in_untidy_replies(reply: str) -> None:
     [
         ("no plan at all", "no JSON object found"),
         ('<plan>{"tasks": [{"task_id": "t1", "task_goal": "g", "steps": [', "cut off"),
+        ('<plan>{"tasks": [{"task_id": "t1", "task_goal": "a goal that never e', "cut off"),
         ("<plan>{'tasks': []}</plan>", "invalid JSON"),
         ('<plan>{"tasks": []}</plan>', "tasks: List should have at least 1 item"),
         ('<plan>{"steps": []}</plan>', "tasks: Field required"),
@@ -61,10 +62,25 @@ def test_unusable_plans_give_the_documented_error(reply: str, reason: str) -> No
     assert reason in caught.value.reason
 
 
-def test_duplicate_step_ids_are_rejected() -> None:
-    reply = plan_reply([step("s1", "a")], [step("s1", "b")])
-    with pytest.raises(PlanParseError, match="used twice"):
-        parse_plan(reply)
+def test_repeated_step_ids_get_fresh_ids_and_the_first_keeps_its_own() -> None:
+    reply = plan_reply([step("s1", "a"), step("s1", "b")], [step("s2", "c"), step("s1", "d")])
+    plan = parse_plan(reply)
+    assert [(s.step_id, s.tool_name) for s in plan.steps()] == [
+        ("s1", "a"),
+        ("s3", "b"),
+        ("s2", "c"),
+        ("s4", "d"),
+    ]
+
+
+def test_a_plan_built_with_duplicate_ids_is_invalid() -> None:
+    task = TaskSchema(
+        task_id="t1",
+        task_goal="g",
+        steps=[StepSchema(step_id="s1", step_goal="a", tool_name="x")] * 2,
+    )
+    with pytest.raises(ValueError, match="used twice"):
+        PlanSchema(tasks=[task])
 
 
 def test_numeric_ids_are_accepted_as_text() -> None:

@@ -8,7 +8,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from support import plan_reply, step
 
-from agent_py.plan import MAX_STEPS_PER_TASK, plan_json_schema
+from agent_py.plan import MAX_STEPS_PER_TASK, PlanShape, plan_json_schema
 
 
 def walk(node: object) -> list[str]:
@@ -47,7 +47,7 @@ def test_tool_name_is_limited_to_the_tools_that_exist() -> None:
 
 
 def test_schema_without_arguments_for_small_grammars() -> None:
-    schema = plan_json_schema(["a"], with_arguments=False)
+    schema = plan_json_schema(["a"], PlanShape(with_arguments=False))
     step_props = schema["properties"]["tasks"]["items"]["properties"]["steps"]["items"]
     assert "arguments" not in step_props["properties"]
 

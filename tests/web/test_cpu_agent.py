@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 
 from agent_py import read_history_file
-from agent_py.plan import plan_json_schema
+from agent_py.plan import PlanShape, plan_json_schema
 from agent_py.tools import JavascriptExecutor, LLMGenerator
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -71,7 +71,8 @@ def test_a_real_task_runs_on_the_cpu_engine_from_the_terminal(
 
     plan_events = [e for e in events if e.type == "plan_started"]
     assert len(plan_events) == 1
-    schema = plan_json_schema(list(TOOL_SCHEMAS), max_text_chars=120, with_arguments=False)
+    shape = PlanShape(max_tasks=2, max_steps_per_task=2, max_text_chars=80, with_arguments=False)
+    schema = plan_json_schema(list(TOOL_SCHEMAS), shape)
     jsonschema.validate(plan_events[0].meta["plan"], schema)
     plan_call = next(e for e in events if e.type == "assistant" and e.meta["purpose"] == "plan")
     assert plan_call.meta["usage"]["decode_tokens_per_s"] > 0

@@ -24,7 +24,7 @@ import jsonschema
 import pytest
 
 from agent_py.parsing import parse_plan
-from agent_py.plan import plan_json_schema
+from agent_py.plan import PlanShape, plan_json_schema
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -148,10 +148,7 @@ def test_plan_schema_gives_a_plan_the_agent_accepts(cpu: CPUHarness) -> None:
     cpu.ensure_loaded()
     schema = plan_json_schema(
         ["llm_generator", "javascript_execute"],
-        with_arguments=False,
-        max_tasks=1,
-        max_steps_per_task=1,
-        max_text_chars=24,
+        PlanShape(max_tasks=1, max_steps_per_task=1, max_text_chars=24, with_arguments=False),
     )
     messages = [
         {
