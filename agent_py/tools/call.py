@@ -8,6 +8,7 @@ shows the model the validator's message.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 from collections.abc import Collection, Mapping
@@ -34,15 +35,24 @@ def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> str | None:
     if not isinstance(arguments, dict):
         return f"the arguments must be a JSON object, not {type(arguments).__name__}"
     try:
-        validator_class = validators.validator_for(schema)
-        validator_class.check_schema(schema)
+        validator = _validator(json.dumps(schema, sort_keys=True))
     except schema_exceptions.SchemaError as exc:
         return f"the tool's own input schema is invalid: {exc.message}"
-    error = schema_exceptions.best_match(validator_class(schema).iter_errors(arguments))
+    error = schema_exceptions.best_match(validator.iter_errors(arguments))
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path)
     return f"{where or 'arguments'}: {error.message}"
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Any:
+    """A checked validator per schema: checking a schema costs more than using it, and the
+    same tool schemas come back at every step."""
+    schema = json.loads(schema_json)
+    validator_class = validators.validator_for(schema)
+    validator_class.check_schema(schema)
+    return validator_class(schema)
 
 
 def resolve_references(
