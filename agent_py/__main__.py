@@ -3,7 +3,9 @@
 ``python -m agent_py run "task"`` runs a task in the page, in headless Chromium, with the best
 engine the browser offers (WebLLM on WebGPU, else the CPU engine).
 ``python -m agent_py demo "task"`` runs a task in-process with the scripted demo model.
-Exit codes: 0 the task completed, 1 it failed or was stopped, 2 a usage or set-up problem.
+``python -m agent_py eval`` runs the real-task suite in the page and prints its score.
+Exit codes: 0 the task completed (eval: the score reached --min-score), 1 it failed or was
+stopped (eval: the score fell short), 2 a usage or set-up problem.
 """
 
 from __future__ import annotations
@@ -12,13 +14,22 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from agent_py.agent import Agent, AgentConfig
 from agent_py.demo import DEMO_LABEL, demo_llm
 from agent_py.events import AgentState, Event
 from agent_py.history import FileSink
-from agent_py.terminal import EXIT_FAILED, EXIT_OK, EXIT_SETUP, describe, run_in_browser
+from agent_py.terminal import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_SETUP,
+    SetupError,
+    describe,
+    run_in_browser,
+)
 from agent_py.tools import JavascriptExecutor, LLMGenerator
 from agent_py.tools.node_runner import NodeRunner
 
@@ -77,8 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument(
         "--history", type=Path, default=Path(".artifacts/history/demo.jsonl"), help="JSONL file"
     )
+    add_eval_command(commands)
     args = parser.parse_args(argv)
 
+    if args.command == "eval":
+        return run_eval(args)
     if args.command == "demo":
         return asyncio.run(run_demo(args.task, args.history))
     if (args.engine == "scripted") != (args.script is not None):
@@ -97,6 +111,75 @@ def main(argv: list[str] | None = None) -> int:
         settings=settings,
         timeout_s=args.timeout,
     )
+
+
+def add_eval_command(commands: Any) -> None:
+    from agent_py.evals.suite import TASKS_FILE
+
+    evaluate = commands.add_parser(
+        "eval",
+        help="run the real-task suite in the page and print the score",
+        description="Runs the real-task suite in the page (headless Chromium) with one engine. "
+        "For WebLLM, use a Chrome with a GPU: --engine webllm --browser "
+        "/usr/bin/google-chrome --headed (see the README).",
+    )
+    evaluate.add_argument("--engine", choices=["scripted", "cpu", "webllm"], default="cpu")
+    evaluate.add_argument("--tasks", type=Path, default=TASKS_FILE, help="suite file (JSON)")
+    evaluate.add_argument("--tier", choices=["small", "full"], default="small")
+    evaluate.add_argument("--only", help="comma-separated task ids (overrides --tier)")
+    evaluate.add_argument("--model", help="CPU engine model id or .gguf URL")
+    evaluate.add_argument("--profile", choices=["auto", "small", "full"], default="auto")
+    evaluate.add_argument("--settings", help="more page settings as JSON (overrides)")
+    evaluate.add_argument("--timeout", type=float, default=900, help="seconds per task (guard)")
+    evaluate.add_argument(
+        "--out", type=Path, help="folder for the runs"
+    )
+    evaluate.add_argument("--browser", help="browser executable (default: Debian's Chromium)")
+    evaluate.add_argument("--browser-arg", action="append", default=[], help="extra browser flag")
+    evaluate.add_argument("--headed", action="store_true", help="show the browser window")
+    evaluate.add_argument(
+        "--min-score", type=float, default=1.0, help="fraction of tasks that must pass for exit 0"
+    )
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from agent_py.evals.runner import print_summary, run_suite
+    from agent_py.evals.suite import Tier, load_tasks
+
+    try:
+        only = [t.strip() for t in args.only.split(",") if t.strip()] if args.only else None
+        tasks = load_tasks(args.tasks, tier=Tier(args.tier), only=only)
+        settings: dict[str, Any] = json.loads(args.settings) if args.settings else {}
+    except (OSError, ValueError) as exc:
+        print(f"cannot read the suite or the options: {exc}", file=sys.stderr)
+        return EXIT_SETUP
+    if args.model:
+        settings["cpu_model_url"] = args.model
+    if args.profile != "auto":
+        settings["profile"] = args.profile
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = args.out or Path(".artifacts/eval") / f"{args.engine}-{stamp}"
+    browser_args = list(args.browser_arg)
+    if args.engine == "webllm" and "--enable-unsafe-webgpu" not in browser_args:
+        browser_args.append("--enable-unsafe-webgpu")
+    print(f"{len(tasks)} tasks ({args.tier if not only else 'chosen'}), engine {args.engine}")
+    try:
+        report = run_suite(
+            tasks,
+            engine=args.engine,
+            artifacts=out,
+            settings=settings or None,
+            task_timeout_s=args.timeout,
+            browser_path=args.browser,
+            headed=args.headed,
+            browser_args=browser_args,
+        )
+    except SetupError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_SETUP
+    print_summary(report, out)
+    score = report.passed / len(tasks) if tasks else 0.0
+    return EXIT_OK if score >= args.min_score else EXIT_FAILED
 
 
 if __name__ == "__main__":

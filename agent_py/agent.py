@@ -12,10 +12,19 @@ from pydantic import BaseModel, Field
 from agent_py.events import AgentState, EventType
 from agent_py.execution import StepOutcome
 from agent_py.history import EventListener, EventRecorder, HistorySink, Hooks
-from agent_py.llm import LLM, LLMError, ManagedLLM, ModelRoles, ModelStats, ResidencyPolicy
+from agent_py.llm import (
+    LLM,
+    LLMError,
+    ManagedLLM,
+    ModelRoles,
+    ModelStats,
+    ResidencyPolicy,
+    Sampling,
+)
 from agent_py.model_client import ModelClient, ReplyBudgets, TokenListener
 from agent_py.plan import PlanSchema, PlanShape
 from agent_py.planner import PlanAndRethink, PlanRun, RunFailure
+from agent_py.profiles import Strategy
 from agent_py.tools.base import ToolBase
 from agent_py.tools.registry import ToolRegistry
 
@@ -29,6 +38,8 @@ class AgentConfig(BaseModel):
     budgets: ReplyBudgets = ReplyBudgets()
     thinking: bool = False
     plan_shape: PlanShape = PlanShape()
+    strategy: Strategy = Strategy()
+    sampling: Sampling | None = None
     max_steps: int = Field(100, ge=1)
     max_replans: int = Field(5, ge=0)
     tool_timeout_s: float = Field(60.0, gt=0)
@@ -113,6 +124,7 @@ class Agent:
             thinking=self.config.thinking,
             timeout_s=self.config.model_timeout_s,
             on_token=on_token,
+            sampling=self.config.sampling,
         )
         self.state = AgentState.IDLE
         self._running: asyncio.Task[Any] | None = None
@@ -153,6 +165,7 @@ class Agent:
                 max_replans=self.config.max_replans,
                 tool_timeout_s=self.config.tool_timeout_s,
                 plan_shape=self.config.plan_shape,
+                strategy=self.config.strategy,
                 on_state=self._set_state,
             )
             await planner.plan(question, run)
@@ -176,6 +189,7 @@ class Agent:
             result.answer if state is AgentState.COMPLETED else (error or ""),
             state=state.value,
             error=error,
+            failed_steps=[s.step_id for s in result.steps if not s.ok],
             stats=result.stats.model_dump(),
         )
         self.recorder.emit(EventType.TURN_END, state=state.value)

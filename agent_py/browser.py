@@ -43,6 +43,7 @@ from agent_py.llm import (
     Message,
     ModelRoles,
     ResidencyPolicy,
+    Sampling,
     TokenCallback,
     Usage,
 )
@@ -53,6 +54,7 @@ from agent_py.mcp.results import describe_validation_error
 from agent_py.mcp.transport import HTTPTransport
 from agent_py.model_client import ReplyBudgets
 from agent_py.plan import PlanShape
+from agent_py.profiles import ModelProfile, Strategy, profile_for
 from agent_py.tools.base import ToolBase
 from agent_py.tools.javascript import JavascriptExecutor, JSRunResult
 from agent_py.tools.llm_generator import LLMGenerator
@@ -126,6 +128,9 @@ class BridgeLLM(LLM):
                 "thinking": call.thinking,
                 "tool": call.tool,
                 "step": call.step,
+                "sampling": (
+                    call.sampling.model_dump(exclude_none=True) if call.sampling else None
+                ),
             }
         )
         reply = _checked(await self._bridge.engineChat(json.dumps(messages), call_json))
@@ -158,10 +163,17 @@ class BridgeJSRunner:
 
 
 class PageSettings(BaseModel):
-    """The page's settings, as the UI stores them (snake_case JSON)."""
+    """The page's settings, as the UI stores them (snake_case JSON).
+
+    ``engine_kind`` (set by the worker: webllm, cpu or scripted) and ``model`` choose the
+    :class:`~agent_py.profiles.ModelProfile` when ``profile`` is auto. ``plan_shape``,
+    ``budgets``, ``strategy`` and ``sampling`` override the profile's, for measurements.
+    """
 
     model: str = DEFAULT_MODEL
     executor_model: str | None = None
+    engine_kind: str = ""
+    profile: str = "auto"
     residency: ResidencyPolicy = ResidencyPolicy.AUTO
     thinking: bool = False
     context_window: int = Field(4096, ge=512)
@@ -169,18 +181,29 @@ class PageSettings(BaseModel):
     tool_timeout_s: float = Field(60.0, gt=0)
     js_timeout_s: float = Field(10.0, gt=0)
     max_steps: int = Field(100, ge=1)
-    plan_shape: PlanShape = PlanShape()
+    plan_shape: PlanShape | None = None
     budgets: ReplyBudgets | None = None
-    """Reply budgets per purpose; without them every purpose gets ``max_tokens``."""
+    """Reply budgets per purpose; without them (and none in the profile) every purpose
+    gets ``max_tokens``."""
+    strategy: Strategy | None = None
+    sampling: Sampling | None = None
+
+    def model_profile(self) -> ModelProfile:
+        return profile_for(self.engine_kind, self.model, self.profile)
 
     def agent_config(self) -> AgentConfig:
+        profile = self.model_profile()
         budget = min(self.max_tokens, self.context_window // 2)
-        budgets = self.budgets or ReplyBudgets(
-            plan=budget,
-            arguments=min(budget, 512),
-            generate=budget,
-            rethink=budget,
-            answer=budget,
+        budgets = (
+            self.budgets
+            or profile.budgets
+            or ReplyBudgets(
+                plan=budget,
+                arguments=min(budget, 512),
+                generate=budget,
+                rethink=budget,
+                answer=budget,
+            )
         )
         return AgentConfig(
             models=ModelRoles(planner=self.model, executor=self.executor_model or None),
@@ -188,7 +211,9 @@ class PageSettings(BaseModel):
             context_window=self.context_window,
             budgets=budgets,
             thinking=self.thinking,
-            plan_shape=self.plan_shape,
+            plan_shape=self.plan_shape or profile.plan_shape,
+            strategy=self.strategy or profile.strategy,
+            sampling=self.sampling or profile.sampling,
             max_steps=self.max_steps,
             tool_timeout_s=self.tool_timeout_s,
         )
@@ -219,6 +244,7 @@ class PageSession:
     async def configure(self, settings_json: str) -> str:
         """Apply settings; a change takes effect from the next run (the model is unloaded)."""
         settings = PageSettings.model_validate_json(settings_json)
+        settings.model_profile()  # an unknown profile name fails here, not at the run
         if settings != self._settings and self._agent is not None:
             self._session = self._agent.session  # keep the conversation's session id
             await self._agent.close()

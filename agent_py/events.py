@@ -41,6 +41,7 @@ class EventType(StrEnum):
     # Plan progress.
     STATE = "state"
     PLAN_STARTED = "plan_started"
+    PLAN_MERGED = "plan_merged"  # repeated steps of a plan were merged (meta.merged)
     STEP_STARTED = "step_started"
     STEP_THINKING = "step_thinking"  # the step asks the model for its arguments
     STEP_PROGRESS = "step_progress"

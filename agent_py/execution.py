@@ -84,11 +84,13 @@ class StepExecutor:
         recorder: EventRecorder,
         *,
         tool_timeout_s: float,
+        examples: bool = False,
     ) -> None:
         self.registry = registry
         self.model = model
         self.recorder = recorder
         self.tool_timeout_s = tool_timeout_s
+        self.examples = examples
 
     async def run(
         self,
@@ -144,8 +146,8 @@ class StepExecutor:
             thinking=self.model.thinking,
             report_progress=report_progress,
         )
-        call = ToolCall(tool, ctx, timeout_s=self.tool_timeout_s)
-        arguments, why_not = call.literal_arguments(step.arguments, results, step_ids)
+        call = ToolCall(tool, ctx, timeout_s=self.tool_timeout_s, examples=self.examples)
+        arguments, why_not = call.literal_arguments(step.arguments, results, step_ids, step.input)
         needs_model = tool.uses_model or arguments is None
         unit = self.model.unit(ModelRole.EXECUTOR) if needs_model else contextlib.nullcontext()
         async with unit:
@@ -161,6 +163,7 @@ class StepExecutor:
                     expected_output=step.expected_output,
                     planned_arguments=step.arguments,
                     results_digest=self._digest_for_arguments(earlier),
+                    planned_input=step.input,
                 )
                 arguments = await call.think(brief, results, step_ids, why_not or "")
                 outcome.thought = True

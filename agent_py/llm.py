@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypedDict
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent_py.budget import estimate_tokens
 
@@ -53,6 +53,31 @@ ROLE_OF_PURPOSE: dict[CallPurpose, ModelRole] = {
 }
 
 
+class Sampling(BaseModel):
+    """How an engine picks tokens; None leaves the engine's own default.
+
+    The repetition guards matter most for small models, which otherwise loop inside a
+    string until the reply budget is spent. Engines apply the fields they support and
+    ignore the rest.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    temperature: float | None = Field(None, ge=0)
+    top_k: int | None = Field(None, ge=0)
+    top_p: float | None = Field(None, ge=0, le=1)
+    min_p: float | None = Field(None, ge=0, le=1)
+    repeat_penalty: float | None = Field(None, ge=0)
+    repeat_last_n: int | None = Field(None, ge=-1)
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    dry_multiplier: float | None = Field(None, ge=0)
+    dry_base: float | None = Field(None, ge=1)
+    dry_allowed_length: int | None = Field(None, ge=1)
+    dry_penalty_last_n: int | None = Field(None, ge=-1)
+    seed: int | None = None
+
+
 @dataclass(frozen=True)
 class CallInfo:
     """What a chat call is for. Engines use ``schema`` to constrain the reply."""
@@ -64,6 +89,7 @@ class CallInfo:
     thinking: bool = False
     tool: str | None = None
     step: str | None = None
+    sampling: Sampling | None = None
 
 
 class Usage(BaseModel):
@@ -319,6 +345,7 @@ class ManagedLLM:
         thinking: bool = False,
         tool: str | None = None,
         step: str | None = None,
+        sampling: Sampling | None = None,
         on_token: TokenCallback | None = None,
     ) -> ChatReply:
         role = ROLE_OF_PURPOSE[purpose]
@@ -332,10 +359,11 @@ class ManagedLLM:
                     thinking=thinking,
                     tool=tool,
                     step=step,
+                    sampling=sampling,
                     on_token=on_token,
                 )
         model = self.roles.model_for(role)
-        call = CallInfo(purpose, model, max_tokens, schema, thinking, tool, step)
+        call = CallInfo(purpose, model, max_tokens, schema, thinking, tool, step, sampling)
         async with self._call_lock:
             if self.llm.loaded_model != model:
                 await self._reload(model)

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from agent_py.budget import fit_messages
 from agent_py.events import EventType
 from agent_py.history import EventRecorder
-from agent_py.llm import CallPurpose, LLMError, ManagedLLM, Message, ModelRole
+from agent_py.llm import CallPurpose, LLMError, ManagedLLM, Message, ModelRole, Sampling
 from agent_py.parsing import split_thinking
 
 TokenListener = Callable[[str, str | None, str], None]
@@ -47,6 +47,7 @@ class ModelClient:
         thinking: bool = False,
         timeout_s: float = 600.0,
         on_token: TokenListener | None = None,
+        sampling: Sampling | None = None,
     ) -> None:
         self.llm = llm
         self.recorder = recorder
@@ -55,6 +56,7 @@ class ModelClient:
         self.thinking = thinking
         self.timeout_s = timeout_s
         self.on_token = on_token
+        self.sampling = sampling
 
     def prompt_budget(self, purpose: CallPurpose) -> int:
         """Tokens a prompt for ``purpose`` may use: the window minus the reply budget."""
@@ -89,6 +91,7 @@ class ModelClient:
             thinking=self.thinking,
             tool=tool,
             step=step,
+            sampling=self.sampling,
             on_token=on_token,
         )
         try:

@@ -155,6 +155,8 @@ class RethinkStatus(StrEnum):
     CONTINUE = "continue"
     CHANGED = "changed"
     DONE = "done"
+    FAILED = "failed"
+    """The task cannot be done with these tools; ``final`` says why."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,8 @@ class RethinkDecision:
 
 
 def parse_rethink(text: str) -> RethinkDecision:
-    """Read ``<status>continue|changed|done</status>`` and its ``<plan>`` or ``<final>``.
+    """Read ``<status>continue|changed|done|failed</status>`` and its ``<plan>`` or
+    ``<final>`` (the answer, or for failed the reason).
 
     A missing status is inferred from what follows it. Raises :class:`ReplyParseError`
     when the status is unknown, or a changed plan or a final answer is missing or invalid.
@@ -180,17 +183,21 @@ def parse_rethink(text: str) -> RethinkDecision:
         elif has_plan:
             raw_status = "changed"
         else:
-            raise ReplyParseError("the reply has no <status>continue|changed|done</status>")
+            raise ReplyParseError("the reply has no <status>continue|changed|done|failed</status>")
     try:
         status = RethinkStatus(raw_status.strip().lower())
     except ValueError:
         raise ReplyParseError(
-            f"unknown status {raw_status.strip()[:40]!r}; use continue, changed or done"
+            f"unknown status {raw_status.strip()[:40]!r}; use continue, changed, done or failed"
         ) from None
     if status is RethinkStatus.CHANGED:
         return RethinkDecision(status, plan=parse_plan(reply))
     if status is RethinkStatus.DONE:
         if not final:
             raise ReplyParseError("status done needs the answer in <final>…</final>")
+        return RethinkDecision(status, final=final)
+    if status is RethinkStatus.FAILED:
+        if not final:
+            raise ReplyParseError("status failed needs the reason in <final>…</final>")
         return RethinkDecision(status, final=final)
     return RethinkDecision(status)

@@ -6,6 +6,8 @@ belongs in a later task and refers to it as ``${step_id}``.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +19,7 @@ MAX_TASKS = 8
 MAX_STEPS_PER_TASK = 5
 MAX_ID_CHARS = 16
 MAX_TEXT_CHARS = 300
+MAX_INPUT_CHARS = 400
 
 
 class _Strict(BaseModel):
@@ -31,6 +34,9 @@ class StepSchema(_Strict):
     tool_intent: str = ""
     expected_output: str = ""
     arguments: dict[str, Any] | None = None
+    input: str | None = None
+    """The tool's main input as one string (the code, the instruction), when the plan shape
+    asks for it instead of an arguments object."""
 
 
 class TaskSchema(_Strict):
@@ -60,14 +66,20 @@ class PlanShape(BaseModel):
 
     Small models need a tight shape: the reply budget must hold the largest plan the schema
     allows, or a long plan is cut off mid-JSON. ``with_arguments`` lets the plan carry tool
-    arguments (one model call saved per step); small models write better arguments in a step
-    of their own, under the tool's schema.
+    arguments as an object (one model call saved per step). ``step_input`` asks instead for
+    the tool's main input as one bounded string (``input``: the code for
+    javascript_execute, the instruction for llm_generator), which a small model writes far
+    more reliably than an object; tools with one required string need no arguments call
+    then. ``step_notes`` keeps ``tool_intent`` and ``expected_output`` in the schema.
     """
 
     max_tasks: int = Field(MAX_TASKS, ge=1)
     max_steps_per_task: int = Field(MAX_STEPS_PER_TASK, ge=1)
     max_text_chars: int = Field(MAX_TEXT_CHARS, ge=20)
     with_arguments: bool = True
+    step_input: bool = False
+    max_input_chars: int = Field(MAX_INPUT_CHARS, ge=20)
+    step_notes: bool = True
 
 
 def plan_json_schema(tool_names: Sequence[str], shape: PlanShape | None = None) -> dict[str, Any]:
@@ -78,24 +90,28 @@ def plan_json_schema(tool_names: Sequence[str], shape: PlanShape | None = None) 
     """
     shape = shape or PlanShape()
     max_tasks, max_steps_per_task = shape.max_tasks, shape.max_steps_per_task
-    max_text_chars, with_arguments = shape.max_text_chars, shape.with_arguments
     if not tool_names:
         raise ValueError("a plan needs at least one tool")
-    text = {"type": "string", "maxLength": max_text_chars}
+    text = {"type": "string", "maxLength": shape.max_text_chars}
     ident = {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS}
+    # Constrained decoders write properties in this order: the input comes right after the
+    # tool it is for.
     step_properties: dict[str, Any] = {
         "step_id": ident,
         "step_goal": text,
         "tool_name": {"type": "string", "enum": list(dict.fromkeys(tool_names))},
-        "tool_intent": text,
-        "expected_output": text,
     }
-    if with_arguments:
+    if shape.step_input:
+        step_properties["input"] = {"type": "string", "maxLength": shape.max_input_chars}
+    if shape.step_notes:
+        step_properties["tool_intent"] = text
+        step_properties["expected_output"] = text
+    if shape.with_arguments and not shape.step_input:
         step_properties["arguments"] = {"type": "object"}
     step = {
         "type": "object",
         "properties": step_properties,
-        "required": ["step_id", "step_goal", "tool_name", "tool_intent", "expected_output"],
+        "required": [name for name in step_properties if name != "arguments"],
         "additionalProperties": False,
     }
     task = {
@@ -121,3 +137,63 @@ def plan_json_schema(tool_names: Sequence[str], shape: PlanShape | None = None) 
         "required": ["tasks"],
         "additionalProperties": False,
     }
+
+
+_REFERENCE = re.compile(r"\$\{([A-Za-z0-9_.-]+)\}")
+
+
+def merge_duplicate_steps(plan: PlanSchema) -> tuple[PlanSchema, dict[str, str]]:
+    """Drop steps that repeat an earlier step of the plan (same tool, same input or
+    arguments, or the same goal when neither is given); references to a dropped step point
+    to the step it repeats. Returns the plan and ``{dropped id: kept id}``.
+
+    Small models often write the same step twice, and every copy costs model calls.
+    """
+    kept_by_signature: dict[str, str] = {}
+    merged: dict[str, str] = {}
+    tasks: list[TaskSchema] = []
+    for task in plan.tasks:
+        steps: list[StepSchema] = []
+        for step in task.steps:
+            step = _renamed_references(step, merged)
+            signature = _step_signature(step)
+            kept = kept_by_signature.get(signature)
+            if kept is not None:
+                merged[step.step_id] = kept
+                continue
+            kept_by_signature[signature] = step.step_id
+            steps.append(step)
+        if steps:
+            tasks.append(task.model_copy(update={"steps": steps}))
+    if not merged:
+        return plan, {}
+    return PlanSchema(tasks=tasks), merged
+
+
+def _step_signature(step: StepSchema) -> str:
+    what: Any
+    if step.arguments is not None:
+        what = step.arguments
+    elif step.input is not None and step.input.strip():
+        what = " ".join(step.input.split())
+    else:
+        what = " ".join(step.step_goal.lower().split())
+    return json.dumps([step.tool_name, what], sort_keys=True, default=str)
+
+
+def _renamed_references(step: StepSchema, renamed: dict[str, str]) -> StepSchema:
+    if not renamed:
+        return step
+
+    def rename(value: Any) -> Any:
+        if isinstance(value, str):
+            return _REFERENCE.sub(lambda m: "${" + renamed.get(m.group(1), m.group(1)) + "}", value)
+        if isinstance(value, list):
+            return [rename(item) for item in value]
+        if isinstance(value, dict):
+            return {key: rename(item) for key, item in value.items()}
+        return value
+
+    return step.model_copy(
+        update={"arguments": rename(step.arguments), "input": rename(step.input)}
+    )

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from agent_py.answer_checks import unusable_answer
 from agent_py.budget import BYTES_PER_TOKEN, prompt_tokens
 from agent_py.events import AgentState, EventType
 from agent_py.execution import CallMemory, StepExecutor, StepOutcome, digest_results
@@ -26,7 +27,15 @@ from agent_py.parsing import (
     parse_plan,
     parse_rethink,
 )
-from agent_py.plan import PlanSchema, PlanShape, TaskSchema, plan_json_schema
+from agent_py.plan import (
+    PlanSchema,
+    PlanShape,
+    TaskSchema,
+    merge_duplicate_steps,
+    plan_json_schema,
+)
+from agent_py.plan_prompts import plan_example_turns, plan_system_prompt
+from agent_py.profiles import Strategy
 from agent_py.prompts import render
 from agent_py.tools.registry import ToolRegistry
 
@@ -62,13 +71,21 @@ class PlanAndRethink:
         tool_timeout_s: float,
         on_state: StateListener,
         plan_shape: PlanShape | None = None,
+        strategy: Strategy | None = None,
     ) -> None:
         self.model = model
         self.registry = registry
         self.recorder = recorder
         self.max_steps = max_steps
         self.max_replans = max_replans
-        self.executor = StepExecutor(registry, model, recorder, tool_timeout_s=tool_timeout_s)
+        self.strategy = strategy or Strategy()
+        self.executor = StepExecutor(
+            registry,
+            model,
+            recorder,
+            tool_timeout_s=tool_timeout_s,
+            examples=self.strategy.examples,
+        )
         self._on_state = on_state
         self.plan_shape = plan_shape or PlanShape()
 
@@ -78,13 +95,14 @@ class PlanAndRethink:
     async def plan(self, question: str, run: PlanRun) -> PlanRun:
         """Solve ``question``, filling ``run`` as it goes (the caller keeps it on failure)."""
         self._on_state(AgentState.PLANNING)
-        conversation: list[Message] = [
-            {"role": "system", "content": self._plan_system_prompt()},
-            {"role": "user", "content": render("plan_user", question=question)},
-        ]
+        system = self._plan_system_prompt()
+        conversation: list[Message] = [{"role": "system", "content": system}]
+        if self.strategy.examples:
+            conversation += plan_example_turns(self.registry, self.plan_shape)
+        conversation.append({"role": "user", "content": render("plan_user", question=question)})
         async with self.model.unit(ModelRole.PLANNER):
             plan = await self._make_plan(conversation)
-        run.plans.append(plan)
+        plan = self._adopt(plan, run)
         self.recorder.emit(
             EventType.PLAN_STARTED,
             f"{len(plan.tasks)} tasks, {len(plan.steps())} steps",
@@ -93,6 +111,7 @@ class PlanAndRethink:
         pending = list(plan.tasks)
         memory = CallMemory()
         final: str | None = None
+        last: list[StepOutcome] = []
         while pending:
             task = pending.pop(0)
             if len(run.outcomes) + len(task.steps) > self.max_steps:
@@ -103,17 +122,28 @@ class PlanAndRethink:
             self._on_state(AgentState.EXECUTING)
             earlier = list(run.outcomes)
             step_ids = frozenset(s.step_id for plan in run.plans for s in plan.steps())
-            outcomes = await asyncio.gather(
+            last = await asyncio.gather(
                 *(
                     self.executor.run(step, task, question, earlier, memory, step_ids)
                     for step in task.steps
                 )
             )
-            run.outcomes.extend(outcomes)
-            memory.remember(outcomes)
+            run.outcomes.extend(last)
+            memory.remember(last)
+            if self.strategy.skip_rethink_on_success and all(o.ok for o in last):
+                self.recorder.emit(
+                    EventType.REFLECTION,
+                    "every step succeeded: going on without a rethink",
+                    task=task.task_id,
+                    status=RethinkStatus.CONTINUE.value,
+                    skipped=True,
+                )
+                continue
             self._on_state(AgentState.REFLECTING)
             async with self.model.unit(ModelRole.PLANNER):
-                decision = await self._rethink(conversation, task, outcomes, pending)
+                decision = await self._rethink(conversation, task, last, pending)
+            if decision.status is RethinkStatus.FAILED:
+                raise RunFailure(f"the task cannot be done: {decision.final}")
             if decision.status is RethinkStatus.DONE:
                 final = decision.final
                 break
@@ -121,31 +151,52 @@ class PlanAndRethink:
                 run.replans += 1
                 if run.replans > self.max_replans:
                     raise RunFailure(f"stopped after {self.max_replans} re-plans")
-                run.plans.append(decision.plan)
-                pending = list(decision.plan.tasks)
+                pending = list(self._adopt(decision.plan, run).tasks)
+        failed = [o for o in run.outcomes if not o.ok]
         self.recorder.emit(
             EventType.PLAN_COMPLETED,
-            f"{len(run.outcomes)} steps run, {sum(not o.ok for o in run.outcomes)} failed",
+            f"{len(run.outcomes)} steps run, {len(failed)} failed",
             steps=len(run.outcomes),
             replans=run.replans,
         )
+        if run.outcomes and len(failed) == len(run.outcomes):
+            raise RunFailure("every step failed: " + describe_failures(failed))
+        if final is None and self.strategy.answer_from_single_step:
+            final = single_step_answer(last)
         if final is None:
             async with self.model.unit(ModelRole.PLANNER):
                 final = await self._answer(conversation, question, run.outcomes)
+        problem = unusable_answer(final, [system, *self._instructions()], question)
+        if problem is not None:
+            raise RunFailure(problem)
         run.answer = final
         return run
 
+    def _adopt(self, plan: PlanSchema, run: PlanRun) -> PlanSchema:
+        """Record a new plan, its repeated steps merged when the strategy says so."""
+        if self.strategy.merge_duplicate_steps:
+            plan, merged = merge_duplicate_steps(plan)
+            if merged:
+                self.recorder.emit(
+                    EventType.PLAN_MERGED,
+                    "merged repeated steps: "
+                    + ", ".join(f"{dropped} into {kept}" for dropped, kept in merged.items()),
+                    merged=merged,
+                )
+        run.plans.append(plan)
+        return plan
+
+    @staticmethod
+    def _instructions() -> list[str]:
+        """Our instructions besides the system prompt, which an answer might repeat."""
+        return [
+            render(name)
+            for name in ("rethink_user", "answer_user", "generator_system", "arguments_system")
+        ]
+
     def _plan_system_prompt(self) -> str:
-        tools = "\n".join(
-            f"- {tool.name}: {tool.description}\n  input schema: "
-            f"{json.dumps(tool.input_schema, ensure_ascii=False)}"
-            for tool in self.registry
-        )
-        return render(
-            "plan_system",
-            tools=tools,
-            max_tasks=self.plan_shape.max_tasks,
-            max_steps=self.plan_shape.max_steps_per_task,
+        return plan_system_prompt(
+            self.registry, self.plan_shape, with_examples=self.strategy.examples
         )
 
     async def _make_plan(self, conversation: list[Message]) -> PlanSchema:
@@ -247,3 +298,16 @@ class PlanAndRethink:
         used = prompt_tokens(conversation, self.model.llm.count_tokens)
         free_tokens = self.model.prompt_budget(purpose) - used - INSTRUCTION_TOKENS
         return max(free_tokens * BYTES_PER_TOKEN, 600)
+
+
+def single_step_answer(outcomes: list[StepOutcome]) -> str | None:
+    """The result of the last task as the answer, when that task was one successful step."""
+    if len(outcomes) != 1 or not outcomes[0].ok:
+        return None
+    return outcomes[0].result.reference_text().strip() or None
+
+
+def describe_failures(failed: list[StepOutcome], limit: int = 200) -> str:
+    return "; ".join(
+        f"{o.step.step_id} ({o.step.tool_name}): {o.result.content[:limit]}" for o in failed
+    )

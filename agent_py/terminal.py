@@ -9,9 +9,11 @@ file. CPython only (Playwright and a local HTTP server); meant for a source chec
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
@@ -96,6 +98,123 @@ class HistoryWriter:
         self.file.close()
 
 
+class PageAgent:
+    """The page in headless Chromium, driven from Python: ``python -m agent_py run`` and the
+    real-task suite use it. Open it as a context manager; ``run()`` as often as needed.
+
+    Events of the page arrive through ``on_event`` (which may be swapped between runs).
+    Raises :class:`SetupError` when something the page needs is missing.
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: str = "auto",
+        settings: dict[str, Any] | None = None,
+        on_event: Callable[[dict[str, Any]], None] = lambda raw: None,
+        browser_path: str | None = None,
+        headed: bool = False,
+        browser_args: Sequence[str] = (),
+    ) -> None:
+        self.engine_choice = engine
+        self.settings = settings
+        self.on_event = on_event
+        self.browser_path = browser_path
+        self.headed = headed
+        self.browser_args = list(browser_args)
+        self.engine: dict[str, Any] = {}
+        self._stack = contextlib.ExitStack()
+        self.page: Any = None
+
+    def __enter__(self) -> PageAgent:
+        try:
+            from playwright.sync_api import sync_playwright
+        except ImportError:
+            raise SetupError(
+                "Playwright is missing: run 'bash scripts/setup.sh --browser'"
+            ) from None
+        browser_config = load_browser_config()
+        if not (ROOT / "web" / "vendor" / "manifest.json").exists():
+            raise SetupError("web/vendor is missing: run 'bash scripts/setup.sh' first")
+        executable = self.browser_path or browser_config.CHROMIUM_PATH
+        if not Path(executable).exists():
+            raise SetupError(f"no browser at {executable}: run 'bash scripts/setup.sh --browser'")
+        try:
+            server, base_url = start_server(port=0)
+            self._stack.callback(server.server_close)
+            self._stack.callback(server.shutdown)
+            playwright = self._stack.enter_context(sync_playwright())
+            options = browser_config.launch_options(
+                executable_path=executable, extra_args=self.browser_args
+            )
+            if self.headed:
+                options["headless"] = False
+            browser = playwright.chromium.launch(**options)
+            self._stack.callback(browser.close)
+            self.page = browser.new_page()
+            self.page.expose_function("__agent_py_event", lambda raw: self.on_event(raw))
+            if self.settings:
+                stored = json.dumps(json.dumps(self.settings))
+                self.page.add_init_script(f"localStorage.setItem('agent_py.settings', {stored})")
+            self.page.goto(f"{base_url}index.html?engine={self.engine_choice}")
+            self.page.wait_for_function(
+                "['ready', 'failed'].includes(document.body.dataset.status)", timeout=180_000
+            )
+            self.engine = self.page.evaluate("window.agentApp.engine") or {}
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.engine.get("usable"))
+
+    def why_unusable(self) -> str:
+        reason = self.engine.get("reason")
+        return str(reason or self.page.locator("#error").inner_text())
+
+    def page_error(self) -> str:
+        return str(self.page.locator("#error").inner_text())
+
+    def set_mcp_servers(self, servers: list[dict[str, Any]], timeout_s: float = 60) -> None:
+        """Replace the MCP servers (as the panel would) and wait until each is connected or
+        has failed."""
+        self.page.evaluate("servers => window.agentApp.setMcpServers(servers)", servers)
+        for server in servers:
+            self.page.locator(
+                f'#mcp-server-list li[data-server="{server["name"]}"]'
+                ':is([data-state="connected"], [data-state="error"])'
+            ).wait_for(timeout=int(timeout_s * 1000))
+
+    def run(
+        self, question: str, *, script: dict[str, Any] | None = None, timeout_s: float = 1800
+    ) -> dict[str, Any] | None:
+        """Run one task; the RunResult as a dict, or None when the page could not run it.
+
+        Past ``timeout_s`` (a hang guard) the run is stopped and reported as failed."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+        self.page.evaluate("window.agentApp.lastResult = undefined")
+        if script is not None:
+            self.page.evaluate("replies => window.agentApp.setScript(replies)", script)
+        self.page.evaluate("question => window.agentApp.run(question)", question)
+        finished = "window.agentApp.lastResult !== undefined"
+        try:
+            self.page.wait_for_function(finished, timeout=int(timeout_s * 1000), polling=250)
+        except PlaywrightTimeoutError:
+            self.page.evaluate("window.agentApp.stop()")
+            self.page.wait_for_function(finished, timeout=60_000, polling=250)
+            result = self.page.evaluate("window.agentApp.lastResult")
+            if result is not None:
+                result.update(state="failed", error=f"no answer within {timeout_s:g} s: stopped")
+            return result  # type: ignore[no-any-return]
+        return self.page.evaluate("window.agentApp.lastResult")  # type: ignore[no-any-return]
+
+
 def run_in_browser(
     task: str,
     *,
@@ -108,80 +227,39 @@ def run_in_browser(
     err: TextIO = sys.stderr,
 ) -> int:
     """Run ``task`` in the page; returns the process exit code."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    writer = HistoryWriter(history, out)
     try:
-        from playwright.sync_api import Error as PlaywrightError
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        print("Playwright is missing: run 'bash scripts/setup.sh --browser'", file=err)
-        return EXIT_SETUP
-    try:
-        browser_config = load_browser_config()
-        if not (ROOT / "web" / "vendor" / "manifest.json").exists():
-            raise SetupError("web/vendor is missing: run 'bash scripts/setup.sh' first")
-        if not Path(browser_config.CHROMIUM_PATH).exists():
-            raise SetupError(
-                f"no Chromium at {browser_config.CHROMIUM_PATH}: "
-                "run 'bash scripts/setup.sh --browser'"
-            )
+        with PageAgent(engine=engine, settings=settings, on_event=writer) as agent:
+            if not agent.usable:
+                print(f"no model engine can run: {agent.why_unusable()}", file=err)
+                return EXIT_FAILED
+            print(f"engine: {agent.engine['label']}", file=out, flush=True)
+            if agent.engine.get("reason"):
+                print(f"note: {agent.engine['reason']}", file=out, flush=True)
+            result = agent.run(task, script=script, timeout_s=timeout_s)
+            if result is None:
+                print(f"the run failed: {agent.page_error()}", file=err)
+                return EXIT_FAILED
+            return report_result(result, writer.path, out, err)
     except SetupError as exc:
         print(str(exc), file=err)
         return EXIT_SETUP
-
-    writer = HistoryWriter(history, out)
-    server, base_url = start_server(port=0)
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(**browser_config.launch_options())
-            page = browser.new_page()
-            page.expose_function("__agent_py_event", writer)
-            if settings:
-                page.add_init_script(
-                    f"localStorage.setItem('agent_py.settings', {json.dumps(json.dumps(settings))})"
-                )
-            url = f"{base_url}index.html?engine={engine}"
-            return _drive(page, url, task, script, timeout_s, writer, out, err)
     except PlaywrightError as exc:
         print(f"the browser failed: {exc}", file=err)
         return EXIT_FAILED
     finally:
         writer.close()
-        server.shutdown()
-        server.server_close()
 
 
-def _drive(
-    page: Any,
-    url: str,
-    task: str,
-    script: dict[str, Any] | None,
-    timeout_s: float,
-    writer: HistoryWriter,
-    out: TextIO,
-    err: TextIO,
-) -> int:
-    page.goto(url)
-    page.wait_for_function(
-        "['ready', 'failed'].includes(document.body.dataset.status)", timeout=180_000
-    )
-    engine = page.evaluate("window.agentApp.engine")
-    if not engine or not engine.get("usable"):
-        reason = (engine or {}).get("reason") or page.locator("#error").inner_text()
-        print(f"no model engine can run: {reason}", file=err)
-        return EXIT_FAILED
-    print(f"engine: {engine['label']}", file=out, flush=True)
-    if engine.get("reason"):
-        print(f"note: {engine['reason']}", file=out, flush=True)
-    if script is not None:
-        page.evaluate("replies => window.agentApp.setScript(replies)", script)
-    page.evaluate("question => window.agentApp.run(question)", task)
-    page.wait_for_function(
-        "window.agentApp.lastResult !== undefined", timeout=int(timeout_s * 1000), polling=250
-    )
-    result = page.evaluate("window.agentApp.lastResult")
-    if result is None:
-        print(f"the run failed: {page.locator('#error').inner_text()}", file=err)
-        return EXIT_FAILED
+def report_result(result: dict[str, Any], history: Path, out: TextIO, err: TextIO) -> int:
+    """Print a run's outcome; the exit code: 0 completed, 1 failed or stopped."""
     print(file=out)
+    failed = [step for step in result.get("steps", []) if not step["ok"]]
+    if failed:
+        shown = "; ".join(f"{s['step_id']} ({s['tool']}): {s['output'][:160]}" for s in failed)
+        print(f"note: {len(failed)} of {len(result['steps'])} steps failed: {shown}", file=out)
     if result["state"] != "completed":
         print(f"{result['state']}: {result.get('error')}", file=err)
         return EXIT_FAILED
@@ -190,7 +268,7 @@ def _drive(
     calls = sum(stats["model_calls"].values())
     print(
         f"\n{calls} model calls, {stats['steps_run']} steps, {stats['wall_time_s']:.1f} s; "
-        f"history: {writer.path}",
+        f"history: {history}",
         file=out,
     )
     return EXIT_OK

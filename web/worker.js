@@ -116,16 +116,6 @@ async function handleMcpMessage(message) {
 }
 // --- end of MCP servers ------------------------------------------------------------------------
 
-// Settings the CPU engine's small model needs: its own model id, no executor model, plans
-// without arguments (each step gets its arguments under its tool's schema) and short texts.
-// Reply budgets are small: the model decodes a few tokens per second on a laptop CPU.
-// The plan budget holds the largest plan the shape allows (about 1,700 characters of JSON).
-const CPU_AGENT_SETTINGS = {
-  executor_model: null,
-  plan_shape: { max_tasks: 2, max_steps_per_task: 2, max_text_chars: 80, with_arguments: false },
-  budgets: { plan: 640, arguments: 160, generate: 160, rethink: 64, answer: 192 },
-};
-
 // "auto": WebLLM when WebGPU is usable, otherwise the CPU engine, saying why.
 async function createEngine(choice, settings) {
   const gpu = await detectWebGPU();
@@ -161,7 +151,8 @@ async function createCpuEngine(gpu, settings, chosenForLackOfGpu) {
       label: cpu.label,
       usable: cpuInfo.usable,
       reason: cpuInfo.usable ? [why, cpuInfo.note].filter(Boolean).join(" ") : cpuInfo.reason,
-      settings: { ...CPU_AGENT_SETTINGS, model: settings.cpu_model_url || DEFAULT_CPU_MODEL },
+      // The CPU engine runs its own model; Python picks the profile for it (agent_py/profiles.py).
+      settings: { model: settings.cpu_model_url || DEFAULT_CPU_MODEL, executor_model: null },
     },
   };
 }
@@ -221,10 +212,11 @@ page = PageSession(agent_bridge, http=agent_http)
 }
 
 // The UI keeps a few settings that only JavaScript uses (model URLs, the engine); Python gets
-// the rest, with what the chosen engine needs on top (the CPU engine runs its own model).
+// the rest, with what the chosen engine needs on top (the CPU engine runs its own model) and
+// the engine's kind, from which Python chooses the model profile.
 function pythonSettings(settings) {
   const { model_url: _url, model_lib_url: _lib, engine: _engine, cpu_model_url: _cpu, cpu_threads: _threads, ...rest } = settings;
-  return { ...rest, ...(engineInfo?.settings || {}) };
+  return { ...rest, ...(engineInfo?.settings || {}), engine_kind: engineInfo?.name || "" };
 }
 
 async function run({ question }) {

@@ -54,9 +54,16 @@ def content_text(blocks: Sequence[ContentBlock]) -> str:
 
 
 def result_data(result: CallToolResult) -> Any:
-    """``structuredContent`` when the server gave it, else the content blocks as JSON."""
-    if result.structured_content is not None:
-        return result.structured_content
+    """``structuredContent`` when the server gave it, else the content blocks as JSON.
+
+    The MCP SDKs wrap a tool's non-object return value as ``{"result": value}``; the value
+    itself is the data, so ``${s1}`` in a later step splices ``Lutz``, not its wrapping.
+    """
+    structured = result.structured_content
+    if isinstance(structured, dict) and set(structured) == {"result"}:
+        return structured["result"]
+    if structured is not None:
+        return structured
     return [
         block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content
     ]

@@ -6,9 +6,11 @@ unknown ``${...}`` such as the step references ``${s1}`` are left as they are.
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from importlib import resources
 from string import Template
+from typing import Any
 
 
 @cache
@@ -19,3 +21,11 @@ def _template(name: str) -> Template:
 
 def render(name: str, **values: object) -> str:
     return _template(name).safe_substitute({k: str(v) for k, v in values.items()})
+
+
+@cache
+def examples() -> dict[str, Any]:
+    """The worked examples of ``examples.json`` (shown to small models as earlier turns)."""
+    text = resources.files(__name__).joinpath("examples.json").read_text(encoding="utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded

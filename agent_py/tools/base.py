@@ -53,6 +53,19 @@ class ToolContext:
     report_progress: ProgressCallback = field(default=lambda message, meta: None)
 
 
+def main_input_property(schema: JSONSchema) -> str | None:
+    """The property a one-string input fills: the only required property, when it is a
+    string (``code`` of javascript_execute, ``prompt`` of llm_generator). None for tools
+    that need more than one value."""
+    required = schema.get("required") or []
+    if len(required) != 1:
+        return None
+    spec = (schema.get("properties") or {}).get(required[0])
+    if not isinstance(spec, dict) or spec.get("type") != "string":
+        return None
+    return str(required[0])
+
+
 class ToolBase(ABC):
     """A tool the planner can name in a step."""
 

@@ -20,8 +20,14 @@ from jsonschema import validators
 
 from agent_py.llm import CallPurpose, Message
 from agent_py.parsing import ReplyParseError, extract_json
-from agent_py.prompts import render
-from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
+from agent_py.prompts import examples, render
+from agent_py.tools.base import (
+    ToolBase,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    main_input_property,
+)
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z0-9_.-]+)\}")
 
@@ -106,27 +112,38 @@ class StepBrief:
     expected_output: str
     planned_arguments: dict[str, Any] | None
     results_digest: str
+    planned_input: str | None = None
 
 
 class ToolCall:
     """Think, then act, for one tool."""
 
-    def __init__(self, tool: ToolBase, ctx: ToolContext, *, timeout_s: float) -> None:
+    def __init__(
+        self, tool: ToolBase, ctx: ToolContext, *, timeout_s: float, examples: bool = False
+    ) -> None:
         self.tool = tool
         self.ctx = ctx
         self.timeout_s = tool.timeout_s or timeout_s
+        self.examples = examples
 
     def literal_arguments(
         self,
         planned: dict[str, Any] | None,
         results: Mapping[str, ToolResult],
         step_ids: Collection[str],
+        planned_input: str | None = None,
     ) -> tuple[dict[str, Any] | None, str | None]:
         """The plan's own arguments with references resolved, when they are valid.
 
-        Returns ``(arguments, None)`` when they can be used as they are, else
-        ``(None, why_not)``.
+        A plan step may give the tool's main input as one string instead of an object;
+        it fills the tool's only required string property. Returns ``(arguments, None)``
+        when they can be used as they are, else ``(None, why_not)``.
         """
+        if planned is None and planned_input is not None and planned_input.strip():
+            main = main_input_property(self.tool.input_schema)
+            if main is None:
+                return None, f"{self.tool.name} needs more than one input value"
+            planned = {main: planned_input}
         if planned is None:
             return None, "the plan gave no arguments"
         resolved = resolve_references(planned, results, step_ids)
@@ -145,8 +162,12 @@ class ToolCall:
         if brief.planned_arguments is not None:
             planned = json.dumps(brief.planned_arguments, ensure_ascii=False)
             hint = f"The plan proposed {planned}, but: {why_not_literal}\n"
-        messages: list[Message] = [
-            {"role": "system", "content": render("arguments_system")},
+        elif brief.planned_input:
+            hint = f"The plan says the input is: {brief.planned_input}\n"
+        messages: list[Message] = [{"role": "system", "content": render("arguments_system")}]
+        if self.examples:
+            messages += arguments_example_turns()
+        messages += [
             {
                 "role": "user",
                 "content": render(
@@ -222,3 +243,24 @@ class ToolCall:
         resolved = resolve_references(value, results, step_ids)
         problem = validate_arguments(self.tool.input_schema, resolved)
         return (resolved, None) if problem is None else (None, problem)
+
+
+def arguments_example_turns() -> list[Message]:
+    """Earlier turns that show an arguments reply for a tool that needs several values."""
+    turns: list[Message] = []
+    for example in examples()["arguments"]:
+        turns.append(
+            {
+                "role": "user",
+                "content": render(
+                    "arguments_example",
+                    step_goal=example["step"],
+                    tool_name=example["tool_name"],
+                    tool_description=example["tool_description"],
+                    schema=json.dumps(example["schema"]),
+                    hint=f"The plan says the input is: {example['input']}",
+                ),
+            }
+        )
+        turns.append({"role": "assistant", "content": json.dumps(example["arguments"])})
+    return turns

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_py.answer_checks import echoes_instructions
 from agent_py.llm import CallPurpose, Message
 from agent_py.prompts import render
 from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
@@ -30,11 +31,15 @@ class LLMGenerator(ToolBase):
     uses_model = True
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        system = render("generator_system")
+        instruction = str(arguments["prompt"])
         messages: list[Message] = [
-            {"role": "system", "content": render("generator_system")},
-            {"role": "user", "content": str(arguments["prompt"])},
+            {"role": "system", "content": system},
+            {"role": "user", "content": instruction},
         ]
         text = await ctx.llm.ask(messages, CallPurpose.GENERATE, tool=self.name, step=ctx.step_id)
         if not text.strip():
             raise ToolError("the model returned no text")
+        if echoes_instructions(text, [system], allowed=instruction):
+            raise ToolError("the model repeated its own instructions instead of doing the task")
         return ToolResult(text)

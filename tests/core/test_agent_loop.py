@@ -165,7 +165,7 @@ async def test_model_repeating_a_bad_plan_is_caught() -> None:
     assert result.error is not None and "repeated the same reply" in result.error
 
 
-async def test_unknown_tool_becomes_an_observation_then_rethink() -> None:
+async def test_unknown_tool_becomes_an_observation_then_rethink_and_the_run_fails() -> None:
     seen: list[str] = []
 
     def rethink(messages: list[Message], call: CallInfo) -> str:
@@ -179,7 +179,9 @@ async def test_unknown_tool_becomes_an_observation_then_rethink() -> None:
 
     result = await agent.task("search the web")
 
-    assert result.state is AgentState.COMPLETED
+    # The rethink saw the observation; a run whose every step failed still ends failed.
+    assert result.state is AgentState.FAILED
+    assert result.error == "every step failed: s1 (web_search): unknown tool web_search; available: echo"
     assert result.steps[0].ok is False
     assert result.steps[0].output == "unknown tool web_search; available: echo"
     assert "unknown tool web_search; available: echo" in seen[0]
@@ -246,7 +248,8 @@ async def test_tool_exception_and_timeout_are_observations() -> None:
     outputs = {s.step_id: s.output for s in result.steps}
     assert outputs["s1"] == "broken raised RuntimeError: disk on fire"
     assert outputs["s2"] == "sleep timed out after 0.3 s"
-    assert result.state is AgentState.COMPLETED
+    assert result.state is AgentState.FAILED  # every step failed
+    assert result.error is not None and result.error.startswith("every step failed: s1 (broken)")
 
 
 async def test_steps_of_a_task_run_concurrently() -> None:

@@ -22,6 +22,8 @@ CPYTHON_ONLY = {
     "agent_py/tools/node_runner.py",
     "agent_py/mcp/__main__.py",
     "agent_py/mcp/httpx_transport.py",
+    "agent_py/evals/runner.py",
+    "agent_py/evals/atlas_server.py",
 }
 FORBIDDEN = {
     "threading",

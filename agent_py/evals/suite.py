@@ -1,0 +1,146 @@
+"""The real-task suite: tasks with machine-checkable answers, and the checks.
+
+Tasks live in ``tasks.json`` beside this module (or any file of the same form). A task's
+``expect`` says what a right outcome meets; every check given must hold:
+
+- ``state``: ``completed`` (the default) or ``failed``; a failed run must give a reason;
+- ``number``: the answer contains this number (``42`` passes "The result is 42.");
+- ``contains`` / ``contains_exact``: every string appears (case-insensitive / exact case);
+- ``any``: at least one string appears (case-insensitive);
+- ``not_contains``: none appears (case-insensitive);
+- ``regex``: the pattern is found (case-insensitive);
+- ``words``: ``[min, max]`` words;
+- ``language``: the answer is written in this language (``es``, ``fr``, ``de``), judged
+  by common words.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TASKS_FILE = Path(__file__).with_name("tasks.json")
+
+
+class Tier(StrEnum):
+    SMALL = "small"
+    FULL = "full"
+
+
+class Expect(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    state: Literal["completed", "failed"] = "completed"
+    number: float | None = None
+    contains: list[str] = []
+    contains_exact: list[str] = []
+    any: list[str] = []
+    not_contains: list[str] = []
+    regex: str | None = None
+    words: tuple[int, int] | None = None
+    language: Literal["es", "fr", "de"] | None = None
+
+
+class EvalTask(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z0-9-]+$")
+    tier: Tier
+    kind: str
+    question: str
+    expect: Expect
+    script: dict[str, Any] = {}
+    """Replies of the scripted test engine that does this task right (plumbing only)."""
+
+
+class Verdict(BaseModel):
+    passed: bool
+    why: str = ""
+
+
+def load_tasks(
+    path: Path = TASKS_FILE, *, tier: Tier = Tier.FULL, only: list[str] | None = None
+) -> list[EvalTask]:
+    """The tasks of ``path`` in ``tier`` (small is part of full), or those named in ``only``."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    tasks = [EvalTask.model_validate(item) for item in raw["tasks"]]
+    ids = [task.id for task in tasks]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{path}: task ids must be unique")
+    if only:
+        unknown = sorted(set(only) - set(ids))
+        if unknown:
+            raise ValueError(f"unknown task ids: {', '.join(unknown)}")
+        return [task for task in tasks if task.id in only]
+    return [task for task in tasks if tier is Tier.FULL or task.tier is Tier.SMALL]
+
+
+_NUMBER = re.compile(r"-?\d+(?:[.,]\d+)?")
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+# Common words; a text is in a language when it uses at least two of them, and more than
+# it uses English ones.
+_MARKERS: dict[str, set[str]] = {
+    "en": {"the", "and", "is", "are", "of", "to", "in", "it", "with", "a", "on", "our"},
+    "es": {"el", "la", "los", "las", "es", "y", "de", "en", "un", "una", "que", "nos", "su"},
+    "fr": {"le", "la", "les", "est", "et", "de", "un", "une", "des", "du", "nous", "en"},
+    "de": {"der", "die", "das", "ist", "und", "ein", "eine", "nicht", "mit", "uns", "den"},
+}
+
+
+def check(task: EvalTask, state: str, answer: str, error: str | None) -> Verdict:
+    """Whether a run of ``task`` that ended in ``state`` with ``answer`` / ``error`` is right."""
+    expect = task.expect
+    if state != expect.state:
+        detail = f": {error}" if error else ""
+        return Verdict(passed=False, why=f"ended {state}, expected {expect.state}{detail}")
+    if expect.state == "failed":
+        if not (error or "").strip():
+            return Verdict(passed=False, why="failed without saying why")
+        return Verdict(passed=True)
+    problems = _answer_problems(expect, answer)
+    return Verdict(passed=not problems, why="; ".join(problems))
+
+
+def _answer_problems(expect: Expect, answer: str) -> list[str]:
+    lower = answer.lower()
+    problems: list[str] = []
+    if expect.number is not None and not _has_number(answer, expect.number):
+        problems.append(f"no {expect.number:g} in the answer")
+    problems += [f"no {s!r}" for s in expect.contains if s.lower() not in lower]
+    problems += [f"no {s!r} (exact case)" for s in expect.contains_exact if s not in answer]
+    if expect.any and not any(s.lower() in lower for s in expect.any):
+        problems.append(f"none of {expect.any}")
+    problems += [f"has {s!r}" for s in expect.not_contains if s.lower() in lower]
+    if expect.regex and not re.search(expect.regex, answer, re.IGNORECASE):
+        problems.append(f"does not match /{expect.regex}/")
+    if expect.words is not None:
+        count = len(answer.split())
+        low, high = expect.words
+        if not low <= count <= high:
+            problems.append(f"{count} words, expected {low}-{high}")
+    if expect.language and not _in_language(answer, expect.language):
+        problems.append(f"not in {expect.language}")
+    return problems
+
+
+def _has_number(text: str, expected: float) -> bool:
+    for match in _NUMBER.finditer(text.replace("\u2212", "-")):
+        try:
+            value = float(match.group(0).replace(",", "."))
+        except ValueError:
+            continue
+        if math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-6):
+            return True
+    return False
+
+
+def _in_language(text: str, language: str) -> bool:
+    words = {word.lower() for word in _WORD.findall(text)}
+    hits = len(words & _MARKERS[language])
+    return hits >= 2 and hits > len(words & _MARKERS["en"])

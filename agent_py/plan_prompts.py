@@ -1,0 +1,115 @@
+"""The planner's prompts: the system prompt for a plan shape, and worked examples.
+
+The plan reply's JSON differs with the :class:`~agent_py.plan.PlanShape` (arguments object,
+one-string input, step notes or not), so the tool list, the input rule, the reply format
+and the examples are all built here from the shape, never written out twice.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent_py.llm import Message
+from agent_py.plan import PlanShape
+from agent_py.prompts import examples, render
+from agent_py.tools.base import ToolBase, main_input_property
+from agent_py.tools.registry import ToolRegistry
+
+_NOTE_FIELDS = ("tool_intent", "expected_output")
+
+
+def plan_system_prompt(registry: ToolRegistry, shape: PlanShape, *, with_examples: bool) -> str:
+    return render(
+        "plan_system",
+        tools="\n".join(_tool_entry(tool, shape) for tool in registry),
+        max_tasks=shape.max_tasks,
+        max_steps=shape.max_steps_per_task,
+        input_rule=render("plan_rule_input" if shape.step_input else "plan_rule_arguments"),
+        reply_format=(
+            render("plan_format_examples")
+            if with_examples and plan_example_turns(registry, shape)
+            else render("plan_format", step_format=json.dumps(_step_format(shape)))
+        ),
+    )
+
+
+def plan_example_turns(registry: ToolRegistry, shape: PlanShape) -> list[Message]:
+    """Earlier turns that show plans in this shape: a user task, then the plan as reply.
+    Only examples whose tools all exist are shown."""
+    turns: list[Message] = []
+    for example in examples()["plan"]:
+        steps = [step for task in example["tasks"] for step in task["steps"]]
+        tools = [registry.get(step["tool_name"]) for step in steps]
+        if any(tool is None for tool in tools):
+            continue
+        plan = {
+            "tasks": [
+                {
+                    "task_id": task["task_id"],
+                    "task_goal": _bounded(task["task_goal"], shape.max_text_chars),
+                    "steps": [
+                        _shaped_step(step, registry.get(step["tool_name"]), shape)
+                        for step in task["steps"]
+                    ],
+                }
+                for task in example["tasks"]
+            ]
+        }
+        if len(plan["tasks"]) > shape.max_tasks:
+            continue
+        turns.append({"role": "user", "content": render("plan_user", question=example["task"])})
+        turns.append({"role": "assistant", "content": f"<plan>{json.dumps(plan)}</plan>"})
+    return turns
+
+
+def _tool_entry(tool: ToolBase, shape: PlanShape) -> str:
+    if not shape.step_input:
+        schema = json.dumps(tool.input_schema, ensure_ascii=False)
+        return f"- {tool.name}: {tool.description}\n  input schema: {schema}"
+    return f"- {tool.name}: {tool.description}\n  input: {_input_description(tool)}"
+
+
+def _input_description(tool: ToolBase) -> str:
+    properties: dict[str, Any] = tool.input_schema.get("properties") or {}
+    main = main_input_property(tool.input_schema)
+    if main is not None:
+        spec = properties.get(main) or {}
+        return str(spec.get("description") or main)
+    values = ", ".join(
+        f"{name} ({(spec or {}).get('type', 'value')})" for name, spec in properties.items()
+    )
+    return f"the values of {values}, in words" if values else "nothing (leave it empty)"
+
+
+def _step_format(shape: PlanShape) -> dict[str, Any]:
+    step: dict[str, Any] = {"step_id": "s1", "step_goal": "...", "tool_name": "..."}
+    if shape.step_input:
+        step["input"] = "..."
+    if shape.step_notes:
+        step["tool_intent"] = "why this tool"
+        step["expected_output"] = "what the step returns"
+    if shape.with_arguments and not shape.step_input:
+        step["arguments"] = {}
+    return step
+
+
+def _shaped_step(step: dict[str, Any], tool: ToolBase | None, shape: PlanShape) -> dict[str, Any]:
+    shaped: dict[str, Any] = {
+        "step_id": step["step_id"],
+        "step_goal": _bounded(step["step_goal"], shape.max_text_chars),
+        "tool_name": step["tool_name"],
+    }
+    if shape.step_input:
+        shaped["input"] = step["input"]
+    if shape.step_notes:
+        shaped.update({name: _bounded(step[name], shape.max_text_chars) for name in _NOTE_FIELDS})
+    if shape.with_arguments and not shape.step_input and tool is not None:
+        main = main_input_property(tool.input_schema)
+        if main is not None:
+            shaped["arguments"] = {main: step["input"]}
+    return shaped
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,96 @@
+"""Model profiles: how the agent works with a given model.
+
+A profile bundles what depends on the model's size: how large a plan may be, the reply
+budgets, the sampling, and the :class:`Strategy` switches that trade model calls for
+robustness. A 4B model on a GPU plans freely and reflects after every task; a 135M-270M
+model on two CPU cores gets a tight plan shape with the tool input inline, short examples,
+and no model call that a successful step makes unnecessary. Each switch of the small
+profile was measured with the real-task suite (``python -m agent_py eval``; see the
+README's table).
+
+The page chooses the profile here, from the engine and the model, so every default lives
+in Python: ``profile_for("cpu", "smollm2-135m-instruct-q4_1")``.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from agent_py.llm import Sampling
+from agent_py.model_client import ReplyBudgets
+from agent_py.plan import PlanShape
+
+
+class Strategy(BaseModel):
+    """Switches of the loop. Defaults are the full behaviour of the original design."""
+
+    model_config = ConfigDict(frozen=True)
+
+    examples: bool = False
+    """Short worked examples (as earlier turns) before the plan and argument requests."""
+    merge_duplicate_steps: bool = False
+    """Identical steps of a plan run once; references to a copy point to the one kept.
+    Off by default: a capable model repeats a call on purpose (polling, a random draw);
+    a small model repeats steps by mistake."""
+    skip_rethink_on_success: bool = False
+    """No rethink call after a task whose steps all succeeded: the plan goes on, and after
+    the last task the answer follows."""
+    answer_from_single_step: bool = False
+    """When the last task is one successful step, its result is the answer (no answer
+    call). With skip_rethink_on_success, a one-step task then costs one model call."""
+
+
+class ModelProfile(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    plan_shape: PlanShape = PlanShape()
+    budgets: ReplyBudgets | None = None
+    """None: every purpose gets the page's max_tokens setting."""
+    strategy: Strategy = Strategy()
+    sampling: Sampling | None = None
+    """None: the engine's own defaults."""
+
+
+FULL = ModelProfile(name="full")
+
+# For 135M-270M models on two CPU cores (a few tokens per second). The budgets hold the
+# largest plan the shape allows: 2 tasks of 2 steps with a 160-character input each.
+SMALL = ModelProfile(
+    name="small",
+    plan_shape=PlanShape(
+        max_tasks=2,
+        max_steps_per_task=2,
+        max_text_chars=80,
+        with_arguments=False,
+        step_input=True,
+        max_input_chars=160,
+        step_notes=False,
+    ),
+    budgets=ReplyBudgets(plan=448, arguments=160, generate=192, rethink=96, answer=192),
+    strategy=Strategy(
+        examples=True,
+        merge_duplicate_steps=True,
+        skip_rethink_on_success=True,
+        answer_from_single_step=True,
+    ),
+)
+
+PROFILES: dict[str, ModelProfile] = {profile.name: profile for profile in (FULL, SMALL)}
+
+# Per-model choices, where a model needs something other than its engine's profile.
+MODEL_PROFILES: dict[str, str] = {}
+
+ENGINE_PROFILES: dict[str, str] = {"cpu": "small"}
+
+
+def profile_for(engine: str, model: str, choice: str = "auto") -> ModelProfile:
+    """The profile named ``choice``, or with ``auto`` the one for this model and engine."""
+    if choice != "auto":
+        try:
+            return PROFILES[choice]
+        except KeyError:
+            known = ", ".join(["auto", *PROFILES])
+            raise ValueError(f"unknown profile {choice!r}; choose one of {known}") from None
+    name = MODEL_PROFILES.get(model) or ENGINE_PROFILES.get(engine, FULL.name)
+    return PROFILES[name]
