@@ -181,7 +181,10 @@ async def test_unknown_tool_becomes_an_observation_then_rethink_and_the_run_fail
 
     # The rethink saw the observation; a run whose every step failed still ends failed.
     assert result.state is AgentState.FAILED
-    assert result.error == "every step failed: s1 (web_search): unknown tool web_search; available: echo"
+    assert (
+        result.error
+        == "every step failed: s1 (web_search): unknown tool web_search; available: echo"
+    )
     assert result.steps[0].ok is False
     assert result.steps[0].output == "unknown tool web_search; available: echo"
     assert "unknown tool web_search; available: echo" in seen[0]

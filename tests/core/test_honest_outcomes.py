@@ -1,0 +1,124 @@
+"""A run that did not do the task ends failed and says why; it never reports success on an
+empty answer or on our own instructions repeated back."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from support import CONTINUE, EchoTool, make_agent, of_type, plan_reply, step
+
+from agent_py import AgentState, EventType, ScriptedLLM
+from agent_py.answer_checks import echoes_instructions
+from agent_py.prompts import render
+from agent_py.terminal import EXIT_FAILED, EXIT_OK, report_result
+
+ONE_STEP = plan_reply([step("s1", "echo", {"text": "a", "times": 1})])
+
+
+async def run_with_answer(answer: str) -> tuple[AgentState, str | None]:
+    llm = ScriptedLLM.replaying({"plan": ONE_STEP, "rethink": CONTINUE, "answer": answer})
+    agent, _ = make_agent(llm, EchoTool())
+    result = await agent.task("Say a once.")
+    return result.state, result.error
+
+
+async def test_an_empty_answer_fails_the_run() -> None:
+    assert await run_with_answer("   ") == (AgentState.FAILED, "the model's answer is empty")
+
+
+async def test_an_answer_that_is_only_unfinished_thinking_fails_the_run() -> None:
+    state, error = await run_with_answer("<think>Let me see, the user wants")
+    assert (state, error) == (AgentState.FAILED, "the model's answer is empty")
+
+
+async def test_an_answer_that_repeats_the_system_prompt_fails_the_run() -> None:
+    echo = "Sure. You are the planner of an agent that solves the user's task with tools."
+    state, error = await run_with_answer(echo)
+    assert state is AgentState.FAILED
+    assert error == "the model's answer repeats the agent's instructions instead of answering"
+
+
+async def test_an_answer_that_is_plan_json_fails_the_run() -> None:
+    state, _ = await run_with_answer('{"tasks": [{"task_id": "t1", "steps": []}]}')
+    assert state is AgentState.FAILED
+
+
+async def test_a_final_answer_from_the_rethink_is_checked_too() -> None:
+    generator_system = render("generator_system")
+    llm = ScriptedLLM.replaying(
+        {"plan": ONE_STEP, "rethink": f"<status>done</status><final>{generator_system}</final>"}
+    )
+    agent, _ = make_agent(llm, EchoTool())
+    result = await agent.task("Say a once.")
+    assert result.state is AgentState.FAILED
+
+
+async def test_an_answer_may_repeat_the_users_own_words() -> None:
+    question = "Write a sentence that says the quick brown fox jumps over the lazy dog."
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": ONE_STEP,
+            "rethink": "<status>done</status><final>The quick brown fox jumps over the lazy "
+            "dog, every single morning.</final>",
+        }
+    )
+    agent, _ = make_agent(llm, EchoTool())
+    result = await agent.task(question)
+    assert result.state is AgentState.COMPLETED
+
+
+async def test_a_generator_that_echoes_its_system_prompt_fails_its_step() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "llm_generator", {"prompt": "Write a haiku."})]),
+            "generate": render("generator_system") + "\nWrite a haiku.",
+            "rethink": "<status>done</status><final>no haiku</final>",
+        }
+    )
+    agent, _ = make_agent(llm)
+    result = await agent.task("Write a haiku.")
+    assert result.steps[0].ok is False
+    assert result.steps[0].output == (
+        "llm_generator failed: the model repeated its own instructions instead of doing the task"
+    )
+    assert result.state is AgentState.FAILED  # its only step failed
+
+
+async def test_a_run_with_some_failed_steps_completes_and_names_them() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [step("s1", "echo", {"text": "fail", "times": 1}), step("s2", "echo")]
+            ),
+            "arguments": '{"text": "ok", "times": 1}',
+            "rethink": "<status>done</status><final>ok (s1 failed)</final>",
+        }
+    )
+    agent, sink = make_agent(llm, EchoTool())
+    result = await agent.task("two echoes")
+    assert result.state is AgentState.COMPLETED
+    final = of_type(sink.events, EventType.FINAL)[0]
+    assert final.meta["failed_steps"] == ["s1"]
+
+
+def test_echo_detection_needs_a_run_of_words_not_a_shared_word() -> None:
+    instructions = [render("plan_system", tools="", input_rule="", reply_format="")]
+    assert not echoes_instructions("The task is done: 42.", instructions)
+    assert echoes_instructions("Break the task into tasks, and each task into steps.", instructions)
+
+
+def test_the_terminal_names_failed_steps_and_exits_by_state(tmp_path: Path) -> None:
+    steps = [
+        {"step_id": "s1", "tool": "echo", "ok": False, "output": "echo failed: no"},
+        {"step_id": "s2", "tool": "echo", "ok": True, "output": "ok"},
+    ]
+    stats = {"model_calls": {"plan": 1}, "steps_run": 2, "wall_time_s": 1.0}
+    completed = {"state": "completed", "answer": "ok", "steps": steps, "stats": stats}
+    out, err = io.StringIO(), io.StringIO()
+    assert report_result(completed, tmp_path / "h.jsonl", out, err) == EXIT_OK
+    assert "note: 1 of 2 steps failed: s1 (echo): echo failed: no" in out.getvalue()
+
+    failed = {"state": "failed", "error": "every step failed", "steps": [], "stats": stats}
+    assert report_result(failed, tmp_path / "h.jsonl", out, err) == EXIT_FAILED
+    assert "failed: every step failed" in err.getvalue()

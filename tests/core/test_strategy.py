@@ -1,0 +1,224 @@
+"""The small-model profile's switches, each with the scripted engine: inline step input,
+worked examples, merged duplicate steps, no rethink after success, the answer from a single
+step, and the profile chosen in Python per engine and model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from support import EchoTool, calls_for, default_tools, make_agent, of_type, plan_reply, step
+
+from agent_py import AgentConfig, AgentState, EventType, PlanShape, ScriptedLLM
+from agent_py.browser import PageSettings
+from agent_py.llm import CallInfo, Message, Sampling
+from agent_py.plan import PlanSchema, merge_duplicate_steps, plan_json_schema
+from agent_py.plan_prompts import plan_example_turns, plan_system_prompt
+from agent_py.profiles import FULL, SMALL, Strategy, profile_for
+from agent_py.tools.registry import ToolRegistry
+
+SMALL_CONFIG = AgentConfig(
+    plan_shape=SMALL.plan_shape, strategy=SMALL.strategy, budgets=SMALL.budgets
+)
+
+
+def input_step(step_id: str, tool: str, text: str) -> dict[str, Any]:
+    return {"step_id": step_id, "step_goal": f"do {step_id}", "tool_name": tool, "input": text}
+
+
+async def test_inline_input_runs_a_one_step_task_with_one_model_call() -> None:
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([input_step("s1", "javascript_execute", "return 6 * 7;")])}
+    )
+    agent, sink = make_agent(llm, config=SMALL_CONFIG)
+
+    result = await agent.task("Use JavaScript to compute 6 times 7.")
+
+    assert result.state is AgentState.COMPLETED
+    assert result.answer == "42"  # the step's value, not a model's retelling
+    assert result.stats.model_calls == {"plan": 1}
+    assert of_type(sink.events, EventType.REFLECTION)[0].meta["skipped"] is True
+
+
+async def test_inline_input_of_a_tool_with_several_values_becomes_the_arguments_hint() -> None:
+    seen: list[str] = []
+
+    def arguments(messages: list[Message], call: CallInfo) -> str:
+        seen.append(messages[-1]["content"])
+        return '{"text": "ab", "times": 2}'
+
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([input_step("s1", "echo", "ab, twice")]), "arguments": arguments}
+    )
+    agent, _ = make_agent(llm, EchoTool(), config=SMALL_CONFIG)
+
+    result = await agent.task("echo ab twice")
+
+    assert result.answer == "abab"
+    assert "The plan says the input is: ab, twice" in seen[0]
+    assert result.stats.model_calls == {"plan": 1, "arguments": 1}
+
+
+async def test_a_failed_step_still_gets_a_rethink_under_the_small_profile() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([input_step("s1", "javascript_execute", "throw new Error('no')")]),
+            "rethink": "<status>failed</status><final>the code cannot work</final>",
+        }
+    )
+    agent, _ = make_agent(llm, config=SMALL_CONFIG)
+
+    result = await agent.task("break")
+
+    assert result.state is AgentState.FAILED
+    assert result.error == "the task cannot be done: the code cannot work"
+    assert calls_for(llm, "rethink") == 1
+
+
+async def test_without_the_switches_every_task_gets_a_rethink_and_the_answer_a_call() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([input_step("s1", "javascript_execute", "return 6 * 7;")]),
+            "rethink": "<status>continue</status>",
+            "answer": "It is 42.",
+        }
+    )
+    config = AgentConfig(plan_shape=SMALL.plan_shape, strategy=Strategy())
+    agent, _ = make_agent(llm, config=config)
+
+    result = await agent.task("six times seven")
+
+    assert result.answer == "It is 42."
+    assert result.stats.model_calls == {"plan": 1, "rethink": 1, "answer": 1}
+
+
+async def test_answer_from_a_single_step_needs_that_step_to_be_the_whole_last_task() -> None:
+    two_steps = plan_reply(
+        [
+            input_step("s1", "javascript_execute", "return 1;"),
+            input_step("s2", "javascript_execute", "return 2;"),
+        ]
+    )
+    llm = ScriptedLLM.replaying({"plan": two_steps, "answer": "1 and 2"})
+    agent, _ = make_agent(llm, config=SMALL_CONFIG)
+
+    result = await agent.task("one and two")
+
+    assert result.answer == "1 and 2"
+    assert result.stats.model_calls == {"plan": 1, "answer": 1}
+
+
+async def test_identical_steps_are_merged_and_references_follow() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [input_step("s1", "javascript_execute", "return 6 * 7;")],
+                [input_step("s2", "javascript_execute", "return 6  *  7;")],
+                [input_step("s3", "javascript_execute", "return ${s2} + 1;")],
+            )
+        }
+    )
+    agent, sink = make_agent(llm, config=SMALL_CONFIG)
+
+    result = await agent.task("six times seven, plus one")
+
+    assert [s.step_id for s in result.steps] == ["s1", "s3"]
+    assert result.answer == "43"
+    merged = of_type(sink.events, EventType.PLAN_MERGED)
+    assert merged[0].meta["merged"] == {"s2": "s1"}
+    planned = of_type(sink.events, EventType.PLAN_STARTED)[0].meta["plan"]
+    assert [t["task_id"] for t in planned["tasks"]] == ["t1", "t3"]
+
+
+def test_merging_keeps_steps_that_differ_and_is_off_in_the_full_profile() -> None:
+    plan = PlanSchema.model_validate(
+        json.loads(
+            plan_reply(
+                [step("s1", "echo", {"text": "a", "times": 1})],
+                [step("s2", "echo", {"text": "a", "times": 2}), step("s3", "echo")],
+                [step("s4", "echo", goal="other")],
+                wrap=False,
+            )
+        )
+    )
+    merged_plan, merged = merge_duplicate_steps(plan)
+    assert merged == {} and merged_plan == plan
+    assert FULL.strategy.merge_duplicate_steps is False
+    assert SMALL.strategy.merge_duplicate_steps is True
+
+
+async def test_worked_examples_come_before_the_task_as_earlier_turns() -> None:
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([input_step("s1", "javascript_execute", "return 1;")])}
+    )
+    agent, _ = make_agent(llm, config=SMALL_CONFIG)
+
+    await agent.task("one")
+
+    messages, _ = llm.calls[0]
+    assert [m["role"] for m in messages[:3]] == ["system", "user", "assistant"]
+    assert messages[-1] == {"role": "user", "content": "Task: one"}
+    example_plan = messages[2]["content"]
+    assert example_plan.startswith("<plan>") and '"input"' in example_plan
+    assert '"tool_intent"' not in example_plan  # the small shape has no step notes
+    assert "like the examples" in messages[0]["content"]
+
+
+def test_examples_name_only_tools_that_exist() -> None:
+    only_echo = ToolRegistry([EchoTool()])
+    assert plan_example_turns(only_echo, SMALL.plan_shape) == []
+    prompt = plan_system_prompt(only_echo, SMALL.plan_shape, with_examples=True)
+    assert "like the examples" not in prompt  # no example fits: the format is spelled out
+    assert "the values of text (string), times (integer), in words" in prompt
+
+
+def test_examples_follow_the_plan_shape() -> None:
+    tools = ToolRegistry(default_tools())
+    full_turns = plan_example_turns(tools, PlanShape())
+    plan = json.loads(full_turns[1]["content"].removeprefix("<plan>").removesuffix("</plan>"))
+    first = plan["tasks"][0]["steps"][0]
+    assert first["arguments"] == {"code": "return (4 + 8 + 12) / 3;"}
+    assert {"tool_intent", "expected_output"} <= set(first)
+    PlanSchema.model_validate(plan)
+
+
+def test_the_small_plan_schema_asks_for_input_and_no_notes() -> None:
+    schema = plan_json_schema(["a"], SMALL.plan_shape)
+    step_schema = schema["properties"]["tasks"]["items"]["properties"]["steps"]["items"]
+    assert list(step_schema["properties"]) == ["step_id", "step_goal", "tool_name", "input"]
+    assert step_schema["required"] == ["step_id", "step_goal", "tool_name", "input"]
+    assert step_schema["properties"]["input"]["maxLength"] == 160
+
+
+def test_the_profile_is_chosen_in_python_per_engine_and_model() -> None:
+    assert profile_for("cpu", "gemma3-270m-q4_k_m") is SMALL
+    assert profile_for("webllm", "Qwen3-4B-q4f16_1-MLC") is FULL
+    assert profile_for("webllm", "x", "small") is SMALL
+    with pytest.raises(ValueError, match="unknown profile"):
+        profile_for("cpu", "x", "tiny")
+
+    config = PageSettings(engine_kind="cpu", model="gemma3-270m-q4_k_m").agent_config()
+    assert config.plan_shape == SMALL.plan_shape and config.strategy == SMALL.strategy
+    assert config.budgets == SMALL.budgets
+
+    overridden = PageSettings(
+        engine_kind="cpu",
+        strategy=Strategy(examples=False),
+        sampling=Sampling(repeat_penalty=1.2),
+    ).agent_config()
+    assert overridden.strategy.examples is False
+    assert overridden.sampling == Sampling(repeat_penalty=1.2)
+
+
+async def test_sampling_of_the_profile_reaches_every_call() -> None:
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([input_step("s1", "javascript_execute", "return 1;")])}
+    )
+    sampling = Sampling(temperature=0.0, dry_multiplier=0.8)
+    config = SMALL_CONFIG.model_copy(update={"sampling": sampling})
+    agent, _ = make_agent(llm, config=config)
+
+    await agent.task("one")
+
+    assert [call.sampling for _, call in llm.calls] == [sampling]

@@ -1,0 +1,78 @@
+"""``python -m agent_py eval``: the real-task suite in the page, end to end.
+
+The scripted engine plays a model that does every task right, so this checks the plumbing
+the suite's score depends on: the page, the JavaScript sandbox, the suite's MCP server on
+loopback, ``${s1}`` chains, the answer checks, failed tasks with their reasons, the per-task
+JSONL and the summary. The real models' scores are measured by the benchmark run
+(``--engine cpu``); tests/web/test_cpu_agent.py asserts the answers of a CPU subset.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_py import read_history_file
+from agent_py.evals.suite import Tier, load_tasks
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_eval(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent_py", "eval", "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1200,  # a hang guard: the whole suite takes well under a minute
+        check=False,
+    )
+
+
+def test_the_whole_suite_passes_with_a_model_that_does_every_task_right(
+    vendored: Path, tmp_path: Path
+) -> None:
+    done = run_eval(tmp_path, "--engine", "scripted", "--tier", "full", "--profile", "small")
+
+    tasks = load_tasks(tier=Tier.FULL)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[-1] == f"{len(tasks)} passed, 0 failed"
+    for task in tasks:
+        assert any(line.startswith(f"PASS {task.id} ") for line in lines), task.id
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["tiers"]["small"]["passed"] == len(load_tasks(tier=Tier.SMALL))
+    # Tasks that cannot be done ended failed, with the reason the run gave.
+    assert summary["tasks"]["cannot-web"]["state"] == "failed"
+    assert "no network access" in summary["tasks"]["cannot-web"]["error"]
+    # The MCP task reached the loopback server, and the chain spliced the tool's value.
+    assert summary["tasks"]["mcp-add"]["answer"] in ("43", "43.0")
+    assert summary["tasks"]["full-mcp-chain"]["answer"] == "4"
+    events = read_history_file(tmp_path / "full-mcp-chain.jsonl")
+    actions = [e for e in events if e.type == "action"]
+    assert [a.meta["tool"] for a in actions] == ["atlas__capital", "javascript_execute"]
+    assert actions[1].meta["arguments"] == {"code": "return 'Lutz'.length;"}
+
+
+def test_a_wrong_answer_fails_its_task_and_the_exit_code_says_so(
+    vendored: Path, tmp_path: Path
+) -> None:
+    suite = json.loads((ROOT / "agent_py" / "evals" / "tasks.json").read_text())
+    task = next(t for t in suite["tasks"] if t["id"] == "js-multiply")
+    task["script"]["plan"] = task["script"]["plan"].replace("6 * 7", "6 * 8")
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"tasks": [task]}))
+
+    done = run_eval(
+        tmp_path / "run", "--engine", "scripted", "--tasks", str(wrong), "--profile", "small"
+    )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL js-multiply" in done.stdout and "no 42 in the answer" in done.stdout
+    assert done.stdout.splitlines()[-1] == "0 passed, 1 failed"
