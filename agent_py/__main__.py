@@ -131,9 +131,7 @@ def add_eval_command(commands: Any) -> None:
     evaluate.add_argument("--profile", choices=["auto", "small", "full"], default="auto")
     evaluate.add_argument("--settings", help="more page settings as JSON (overrides)")
     evaluate.add_argument("--timeout", type=float, default=900, help="seconds per task (guard)")
-    evaluate.add_argument(
-        "--out", type=Path, help="folder for the runs"
-    )
+    evaluate.add_argument("--out", type=Path, help="folder for the runs")
     evaluate.add_argument("--browser", help="browser executable (default: Debian's Chromium)")
     evaluate.add_argument("--browser-arg", action="append", default=[], help="extra browser flag")
     evaluate.add_argument("--headed", action="store_true", help="show the browser window")

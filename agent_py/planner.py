@@ -130,10 +130,15 @@ class PlanAndRethink:
             )
             run.outcomes.extend(last)
             memory.remember(last)
-            if self.strategy.skip_rethink_on_success and all(o.ok for o in last):
+            succeeded = all(o.ok for o in last)
+            if (succeeded and self.strategy.skip_rethink_on_success) or (
+                not succeeded and not self.strategy.rethink_after_failure
+            ):
                 self.recorder.emit(
                     EventType.REFLECTION,
-                    "every step succeeded: going on without a rethink",
+                    "every step succeeded: going on without a rethink"
+                    if succeeded
+                    else "a step failed: going on without a rethink",
                     task=task.task_id,
                     status=RethinkStatus.CONTINUE.value,
                     skipped=True,

@@ -35,6 +35,10 @@ class Strategy(BaseModel):
     skip_rethink_on_success: bool = False
     """No rethink call after a task whose steps all succeeded: the plan goes on, and after
     the last task the answer follows."""
+    rethink_after_failure: bool = True
+    """Rethink after a task with a failed step. Off: the plan goes on (steps that need a
+    failed result fail too) and a run whose every step failed ends failed; for models whose
+    reflections cannot be read, this saves the rethink and its repair call."""
     answer_from_single_step: bool = False
     """When the last task is one successful step, its result is the answer (no answer
     call). With skip_rethink_on_success, a one-step task then costs one model call."""

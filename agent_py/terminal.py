@@ -13,6 +13,7 @@ import contextlib
 import importlib.util
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -229,6 +230,7 @@ def run_in_browser(
     """Run ``task`` in the page; returns the process exit code."""
     from playwright.sync_api import Error as PlaywrightError
 
+    started = time.perf_counter()
     writer = HistoryWriter(history, out)
     try:
         with PageAgent(engine=engine, settings=settings, on_event=writer) as agent:
@@ -242,7 +244,12 @@ def run_in_browser(
             if result is None:
                 print(f"the run failed: {agent.page_error()}", file=err)
                 return EXIT_FAILED
-            return report_result(result, writer.path, out, err)
+            code = report_result(result, writer.path, out, err)
+            print(
+                f"total {time.perf_counter() - started:.1f} s (browser, page and model included)",
+                file=out,
+            )
+            return code
     except SetupError as exc:
         print(str(exc), file=err)
         return EXIT_SETUP

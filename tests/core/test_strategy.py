@@ -222,3 +222,19 @@ async def test_sampling_of_the_profile_reaches_every_call() -> None:
     await agent.task("one")
 
     assert [call.sampling for _, call in llm.calls] == [sampling]
+
+
+async def test_without_rethink_after_failure_a_failed_run_costs_no_reflection() -> None:
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([input_step("s1", "javascript_execute", "throw new Error('no')")])}
+    )
+    strategy = SMALL.strategy.model_copy(update={"rethink_after_failure": False})
+    agent, sink = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
+
+    result = await agent.task("break")
+
+    assert result.state is AgentState.FAILED
+    assert result.error is not None and result.error.startswith("every step failed: s1")
+    assert result.stats.model_calls == {"plan": 1}
+    reflection = of_type(sink.events, EventType.REFLECTION)[0]
+    assert reflection.content == "a step failed: going on without a rethink"
