@@ -125,6 +125,7 @@ class Agent:
             timeout_s=self.config.model_timeout_s,
             on_token=on_token,
             sampling=self.config.sampling,
+            compact_json=self.config.strategy.compact_json,
         )
         self.state = AgentState.IDLE
         self._running: asyncio.Task[Any] | None = None

@@ -131,6 +131,7 @@ class BridgeLLM(LLM):
                 "sampling": (
                     call.sampling.model_dump(exclude_none=True) if call.sampling else None
                 ),
+                "grammar": call.grammar,
             }
         )
         reply = _checked(await self._bridge.engineChat(json.dumps(messages), call_json))

@@ -90,6 +90,9 @@ class CallInfo:
     tool: str | None = None
     step: str | None = None
     sampling: Sampling | None = None
+    grammar: str | None = None
+    """A GBNF grammar the reply must follow, for engines that take one (llama.cpp); it
+    accepts only replies that meet ``schema``, which stays the contract for the others."""
 
 
 class Usage(BaseModel):
@@ -346,6 +349,7 @@ class ManagedLLM:
         tool: str | None = None,
         step: str | None = None,
         sampling: Sampling | None = None,
+        grammar: str | None = None,
         on_token: TokenCallback | None = None,
     ) -> ChatReply:
         role = ROLE_OF_PURPOSE[purpose]
@@ -360,10 +364,11 @@ class ManagedLLM:
                     tool=tool,
                     step=step,
                     sampling=sampling,
+                    grammar=grammar,
                     on_token=on_token,
                 )
         model = self.roles.model_for(role)
-        call = CallInfo(purpose, model, max_tokens, schema, thinking, tool, step, sampling)
+        call = CallInfo(purpose, model, max_tokens, schema, thinking, tool, step, sampling, grammar)
         async with self._call_lock:
             if self.llm.loaded_model != model:
                 await self._reload(model)

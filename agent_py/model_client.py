@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from agent_py.budget import fit_messages
 from agent_py.events import EventType
+from agent_py.grammar import compact_grammar
 from agent_py.history import EventRecorder
 from agent_py.llm import CallPurpose, LLMError, ManagedLLM, Message, ModelRole, Sampling
 from agent_py.parsing import split_thinking
@@ -48,6 +49,7 @@ class ModelClient:
         timeout_s: float = 600.0,
         on_token: TokenListener | None = None,
         sampling: Sampling | None = None,
+        compact_json: bool = False,
     ) -> None:
         self.llm = llm
         self.recorder = recorder
@@ -57,6 +59,7 @@ class ModelClient:
         self.timeout_s = timeout_s
         self.on_token = on_token
         self.sampling = sampling
+        self.compact_json = compact_json
 
     def prompt_budget(self, purpose: CallPurpose) -> int:
         """Tokens a prompt for ``purpose`` may use: the window minus the reply budget."""
@@ -92,6 +95,11 @@ class ModelClient:
             tool=tool,
             step=step,
             sampling=self.sampling,
+            grammar=(
+                compact_grammar(schema, max_chars=max_tokens * 4)
+                if schema is not None and self.compact_json
+                else None
+            ),
             on_token=on_token,
         )
         try:

@@ -39,6 +39,10 @@ class Strategy(BaseModel):
     """Rethink after a task with a failed step. Off: the plan goes on (steps that need a
     failed result fail too) and a run whose every step failed ends failed; for models whose
     reflections cannot be read, this saves the rethink and its repair call."""
+    compact_json: bool = False
+    """Replies under a schema get a grammar without whitespace between JSON tokens, for
+    engines that take one (llama.cpp): a small model otherwise pretty-prints, and every
+    newline and indent is a decoded token."""
     answer_from_single_step: bool = False
     """When the last task is one successful step, its result is the answer (no answer
     call). With skip_rethink_on_success, a one-step task then costs one model call."""
@@ -77,6 +81,7 @@ SMALL = ModelProfile(
         merge_duplicate_steps=True,
         skip_rethink_on_success=True,
         answer_from_single_step=True,
+        compact_json=True,
     ),
 )
 

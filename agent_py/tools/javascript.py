@@ -8,6 +8,7 @@ async function: ``return`` gives the result, ``console.log`` output is captured.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -36,8 +37,9 @@ class JavascriptExecutor(ToolBase):
     name = "javascript_execute"
     description = (
         "Runs JavaScript (the body of an async function) in an isolated sandbox with no page, "
-        "files or storage. 'return' a JSON-serialisable value; console.log output is captured. "
-        "Use it for calculations, data transformation and parsing."
+        "files or storage. 'return' a JSON-serialisable value (code without return or await "
+        "gives the value of its last expression, as a console does); console.log output is "
+        "captured. Use it for calculations, data transformation and parsing."
     )
     input_schema = {
         "type": "object",
@@ -67,7 +69,9 @@ class JavascriptExecutor(ToolBase):
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         result = await self.runner.run(
-            str(arguments["code"]), timeout_s=self.run_timeout_s, output_limit=self.output_limit
+            console_semantics(str(arguments["code"])),
+            timeout_s=self.run_timeout_s,
+            output_limit=self.output_limit,
         )
         if result.timed_out:
             raise ToolError(f"the code ran longer than {self.run_timeout_s:g} s and was stopped")
@@ -80,6 +84,19 @@ class JavascriptExecutor(ToolBase):
             data=result.value,
             meta={"console": result.console, "truncated": result.truncated},
         )
+
+
+_RETURN_OR_AWAIT = re.compile(r"\b(return|await)\b")
+
+
+def console_semantics(code: str) -> str:
+    """Code without ``return`` or ``await`` gives the value of its last expression statement,
+    as a browser console does: ``1234 + 5678`` is 6912, not undefined. Direct ``eval`` of the
+    code inside the function body gives exactly that completion value (``await`` would not
+    compile inside eval, and ``return`` means the author chose the result)."""
+    if _RETURN_OR_AWAIT.search(code):
+        return code
+    return f"return eval({json.dumps(code)});"
 
 
 def format_js_result(value: Any, console: str, truncated: bool) -> str:

@@ -81,3 +81,23 @@ async def test_the_tool_reports_a_timeout_as_an_error() -> None:
     tool = JavascriptExecutor(runner, timeout_s=0.5)
     with pytest.raises(ToolError, match=r"longer than 0\.5 s"):
         await tool.run({"code": "for(;;){}"}, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("code", "value"),
+    [
+        ("1234 + 5678", 6912),
+        ("let s = 0; for (let i = 1; i <= 4; i++) s += i; s", 10),
+        ("'hello'.toUpperCase()", "HELLO"),
+        ("return 6 * 7", 42),
+        ("const x = 3;", None),
+    ],
+)
+async def test_code_without_return_gives_its_last_expression_as_a_console_does(
+    code: str, value: object
+) -> None:
+    from agent_py.tools.base import ToolContext
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
+    result = await tool.run({"code": code}, ToolContext(llm=None))  # type: ignore[arg-type]
+    assert result.data == value

@@ -1,0 +1,62 @@
+"""Compact JSON grammars: no whitespace outside strings, every bound of the schema kept, and
+None (the engine's own conversion) for what the converter does not cover."""
+
+from __future__ import annotations
+
+import re
+
+from agent_py.grammar import compact_grammar
+from agent_py.plan import PlanShape, plan_json_schema
+from agent_py.profiles import SMALL
+from agent_py.tools import JavascriptExecutor, LLMGenerator
+
+LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')  # a GBNF string literal, escapes included
+
+
+def rules_of(grammar: str) -> dict[str, str]:
+    return dict(line.split(" ::= ", 1) for line in grammar.splitlines())
+
+
+def test_the_small_plan_schema_becomes_a_grammar_with_its_bounds_and_no_whitespace() -> None:
+    grammar = compact_grammar(
+        plan_json_schema(["llm_generator", "javascript_execute"], SMALL.plan_shape)
+    )
+    assert grammar is not None
+    rules = rules_of(grammar)
+    assert rules["root"] == '"{" "\\"tasks\\":" root-tasks "}"'
+    assert rules["root-tasks"] == '"[" root-tasks-item ("," root-tasks-item){0,1} "]"'
+    assert rules["root-tasks-item-steps-item-input"] == '"\\"" char{0,160} "\\""'
+    assert rules["root-tasks-item-steps-item-tool-name"] == (
+        '"\\"llm_generator\\"" | "\\"javascript_execute\\""'
+    )
+    # Whitespace may only appear inside strings (the char rule), never between tokens.
+    outside_strings = [body for name, body in rules.items() if name != "char"]
+    literals = [lit for body in outside_strings for lit in LITERAL.findall(body)]
+    assert literals and not any(" " in lit or "\\n" in lit for lit in literals)
+
+
+def test_simple_tool_schemas_are_covered_and_unbounded_strings_get_the_budget() -> None:
+    grammar = compact_grammar(JavascriptExecutor.input_schema, max_chars=500)
+    assert grammar is not None and rules_of(grammar)["root-code"] == '"\\"" char{1,500} "\\""'
+    assert compact_grammar(LLMGenerator.input_schema) is not None
+    numbers = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "number"}, "c": {"type": "boolean"}},
+        "required": ["a", "b", "c"],
+    }
+    assert compact_grammar(numbers) is not None
+
+
+def test_what_the_converter_does_not_cover_is_left_to_the_engine() -> None:
+    optional = {"type": "object", "properties": {"a": {"type": "string"}}}
+    assert compact_grammar(optional) is None
+    assert compact_grammar({"type": "object"}) is None  # free-form object
+    assert compact_grammar({"anyOf": [{"type": "string"}, {"type": "integer"}]}) is None
+    pattern = {
+        "type": "object",
+        "properties": {"d": {"type": "string", "pattern": "^[0-9]+$"}},
+        "required": ["d"],
+    }
+    assert compact_grammar(pattern) is None
+    # The full plan shape has a free "arguments" object: not covered.
+    assert compact_grammar(plan_json_schema(["a"], PlanShape())) is None
