@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 BYTES_PER_TOKEN = 3
 MESSAGE_OVERHEAD_TOKENS = 8  # role markers and separators of a chat template
+_CUT_FLOOR = 120  # an older message this short is left alone (a cut marker is about 50)
 
 
 def estimate_tokens(text: str) -> int:
@@ -44,19 +45,23 @@ def fit_messages(
 ) -> list[Message]:
     """Return messages whose estimated size is within ``budget_tokens``.
 
-    The longest non-system message is cut in the middle until the prompt fits, so the
-    system prompt and the latest instruction's head and tail survive. If even that is not
-    enough (a huge system prompt), the system prompt is cut last.
+    Older messages are cut first: the longest of them in the middle, until the prompt fits.
+    The newest message (the current instruction) is cut only when the older ones are down
+    to their markers, and the system prompt last.
     """
     fitted: list[Message] = [{"role": m["role"], "content": m["content"]} for m in messages]
+    newest = len(fitted) - 1
     for _ in range(64):
         excess = prompt_tokens(fitted, count) - budget_tokens
         if excess <= 0:
             return fitted
-        candidates = [i for i, m in enumerate(fitted) if m["role"] != "system"] or list(
-            range(len(fitted))
-        )
-        longest = max(candidates, key=lambda i: len(fitted[i]["content"]))
+        older = [
+            i
+            for i, m in enumerate(fitted)
+            if m["role"] != "system" and i != newest and len(m["content"]) > _CUT_FLOOR
+        ]
+        candidates = older or [i for i, m in enumerate(fitted) if m["role"] != "system"]
+        longest = max(candidates or range(len(fitted)), key=lambda i: len(fitted[i]["content"]))
         content = fitted[longest]["content"]
         # Cut a little more than the excess, in characters (at least one char per token).
         target = max(len(content) - (excess + 16) * BYTES_PER_TOKEN, 0)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agent_py.answer_checks import unusable_answer
-from agent_py.budget import BYTES_PER_TOKEN, prompt_tokens
+from agent_py.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, prompt_tokens
 from agent_py.events import AgentState, EventType
 from agent_py.execution import CallMemory, StepExecutor, StepOutcome, digest_results
 from agent_py.history import EventRecorder
@@ -39,7 +39,8 @@ from agent_py.profiles import Strategy
 from agent_py.prompts import render
 from agent_py.tools.registry import ToolRegistry
 
-INSTRUCTION_TOKENS = 300  # the rethink and answer instructions around the results
+DIGEST_MARGIN_TOKENS = 64  # the digest's own framing lines, estimated on the safe side
+DIGEST_FLOOR_CHARS = 240  # results get at least this much, even in a full window
 
 
 class RunFailure(Exception):
@@ -234,20 +235,16 @@ class PlanAndRethink:
             if pending
             else "(none: this was the last task)"
         )
-        conversation.append(
-            {
-                "role": "user",
-                "content": render(
-                    "rethink_user",
-                    task_id=task.task_id,
-                    task_goal=task.task_goal,
-                    results=digest_results(
-                        outcomes, self._results_chars(conversation, CallPurpose.RETHINK)
-                    ),
-                    remaining=remaining,
-                ),
-            }
+        content = self._with_results(
+            conversation,
+            CallPurpose.RETHINK,
+            "rethink_user",
+            outcomes,
+            task_id=task.task_id,
+            task_goal=task.task_goal,
+            remaining=remaining,
         )
+        conversation.append({"role": "user", "content": content})
         reply = await self.model.ask(conversation, CallPurpose.RETHINK)
         conversation.append({"role": "assistant", "content": reply})
         try:
@@ -282,27 +279,30 @@ class PlanAndRethink:
     async def _answer(
         self, conversation: list[Message], question: str, outcomes: list[StepOutcome]
     ) -> str:
-        conversation.append(
-            {
-                "role": "user",
-                "content": render(
-                    "answer_user",
-                    question=question,
-                    results=digest_results(
-                        outcomes, self._results_chars(conversation, CallPurpose.ANSWER)
-                    ),
-                ),
-            }
+        content = self._with_results(
+            conversation, CallPurpose.ANSWER, "answer_user", outcomes, question=question
         )
+        conversation.append({"role": "user", "content": content})
         answer = await self.model.ask(conversation, CallPurpose.ANSWER)
         conversation.append({"role": "assistant", "content": answer})
         return answer
 
-    def _results_chars(self, conversation: list[Message], purpose: CallPurpose) -> int:
-        # What the conversation leaves free, less room for the instructions around results.
-        used = prompt_tokens(conversation, self.model.llm.count_tokens)
-        free_tokens = self.model.prompt_budget(purpose) - used - INSTRUCTION_TOKENS
-        return max(free_tokens * BYTES_PER_TOKEN, 600)
+    def _with_results(
+        self,
+        conversation: list[Message],
+        purpose: CallPurpose,
+        template: str,
+        outcomes: list[StepOutcome],
+        **values: object,
+    ) -> str:
+        """``template`` rendered with the results digest sized to what the conversation and
+        the template's own instructions leave free of the prompt budget."""
+        count = self.model.llm.count_tokens
+        instructions = count(render(template, results="", **values))
+        used = prompt_tokens(conversation, count) + instructions + MESSAGE_OVERHEAD_TOKENS
+        free_tokens = self.model.prompt_budget(purpose) - used - DIGEST_MARGIN_TOKENS
+        digest = digest_results(outcomes, max(free_tokens * BYTES_PER_TOKEN, DIGEST_FLOOR_CHARS))
+        return render(template, results=digest, **values)
 
 
 def single_step_answer(outcomes: list[StepOutcome]) -> str | None:
