@@ -146,7 +146,10 @@ class StepExecutor:
             thinking=self.model.thinking,
             report_progress=report_progress,
         )
-        call = ToolCall(tool, ctx, timeout_s=self.tool_timeout_s, examples=self.examples)
+        # A tool that asks the model is bounded by the model's own time limit: on two busy
+        # CPU cores one generation can outlast the tool limit without anything being wrong.
+        limit = max(self.tool_timeout_s, self.model.timeout_s) if tool.uses_model else None
+        call = ToolCall(tool, ctx, timeout_s=limit or self.tool_timeout_s, examples=self.examples)
         arguments, why_not = call.literal_arguments(step.arguments, results, step_ids, step.input)
         needs_model = tool.uses_model or arguments is None
         unit = self.model.unit(ModelRole.EXECUTOR) if needs_model else contextlib.nullcontext()

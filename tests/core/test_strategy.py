@@ -238,3 +238,19 @@ async def test_without_rethink_after_failure_a_failed_run_costs_no_reflection() 
     assert result.stats.model_calls == {"plan": 1}
     reflection = of_type(sink.events, EventType.REFLECTION)[0]
     assert reflection.content == "a step failed: going on without a rethink"
+
+
+async def test_a_slow_generation_is_bounded_by_the_model_limit_not_the_tool_limit() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([input_step("s1", "llm_generator", "Write a word.")]),
+            "generate": "word",
+        },
+        reply_delay_s=0.5,
+    )
+    config = SMALL_CONFIG.model_copy(update={"tool_timeout_s": 0.2})
+    agent, _ = make_agent(llm, config=config)
+
+    result = await agent.task("a word")
+
+    assert result.state is AgentState.COMPLETED and result.answer == "word"
