@@ -19,6 +19,10 @@ import json
 from typing import Any
 
 _CHAR = r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
+# The last character of a string is not a space: no value needs trailing whitespace, and a
+# small model that stops at "return " (its next token a quote the JSON cannot hold) must
+# go on and write the value.
+_LAST_CHAR = r'[^" \t\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
 _INTEGER = '"-"? ("0" | [1-9] [0-9]{0,15})'
 _NUMBER = f'{_INTEGER} ("." [0-9]{{1,16}})? ([eE] [-+]? [0-9]{{1,3}})?'
 _UNBOUNDED_ITEMS = 8
@@ -32,7 +36,7 @@ def compact_grammar(schema: dict[str, Any], max_chars: int = 2_000) -> str | Non
     """A GBNF grammar for replies that meet ``schema``, written without whitespace; None
     when the schema uses something this converter does not cover. A string without
     ``maxLength`` gets ``max_chars`` (a reply cannot be longer than its budget anyway)."""
-    rules: dict[str, str] = {"char": _CHAR}
+    rules: dict[str, str] = {"char": _CHAR, "last-char": _LAST_CHAR}
     try:
         rules["root"] = _rule(schema, rules, "root", max_chars)
     except _Unsupported:
@@ -57,7 +61,10 @@ def _rule(schema: Any, rules: dict[str, str], name: str, max_chars: int) -> str:
             raise _Unsupported
         low = int(schema.get("minLength", 0))
         high = min(int(schema.get("maxLength", max_chars)), max(max_chars, low))
-        return f'"\\"" char{{{low},{high}}} "\\""'
+        if high == 0:
+            return '"\\"\\""'
+        body = f"char{{{max(low - 1, 0)},{high - 1}}} last-char"
+        return f'"\\"" {body} "\\""' if low else f'"\\"" ({body})? "\\""'
     if kind == "integer":
         return _INTEGER
     if kind == "number":

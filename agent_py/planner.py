@@ -113,6 +113,7 @@ class PlanAndRethink:
         memory = CallMemory()
         final: str | None = None
         last: list[StepOutcome] = []
+        retried = False
         while pending:
             task = pending.pop(0)
             if len(run.outcomes) + len(task.steps) > self.max_steps:
@@ -132,6 +133,16 @@ class PlanAndRethink:
             run.outcomes.extend(last)
             memory.remember(last)
             succeeded = all(o.ok for o in last)
+            if not succeeded and self.strategy.replan_after_failure and not retried:
+                retried = True
+                async with self.model.unit(ModelRole.PLANNER):
+                    retry = await self._retry_plan(conversation, last)
+                if retry is not None:
+                    run.replans += 1
+                    if run.replans > self.max_replans:
+                        raise RunFailure(f"stopped after {self.max_replans} re-plans")
+                    pending = list(self._adopt(retry, run).tasks)
+                    continue
             if (succeeded and self.strategy.skip_rethink_on_success) or (
                 not succeeded and not self.strategy.rethink_after_failure
             ):
@@ -177,6 +188,34 @@ class PlanAndRethink:
             raise RunFailure(problem)
         run.answer = final
         return run
+
+    async def _retry_plan(
+        self, conversation: list[Message], outcomes: list[StepOutcome]
+    ) -> PlanSchema | None:
+        """One corrected plan after failed steps, or None when the reply is unusable."""
+        failed = [o for o in outcomes if not o.ok]
+        conversation.append(
+            {"role": "user", "content": render("plan_retry", failures=describe_failures(failed))}
+        )
+        reply = await self.model.ask(conversation, CallPurpose.PLAN, schema=self.plan_schema())
+        conversation.append({"role": "assistant", "content": reply})
+        try:
+            plan = parse_plan(reply)
+        except PlanParseError as error:
+            self.recorder.emit(
+                EventType.REFLECTION,
+                f"no usable corrected plan ({error.reason}); going on",
+                status=RethinkStatus.CONTINUE.value,
+                unreadable=True,
+            )
+            return None
+        self.recorder.emit(
+            EventType.REFLECTION,
+            "a step failed: planned again",
+            status=RethinkStatus.CHANGED.value,
+            plan=plan.model_dump(exclude_none=True),
+        )
+        return plan
 
     def _adopt(self, plan: PlanSchema, run: PlanRun) -> PlanSchema:
         """Record a new plan, its repeated steps merged when the strategy says so."""

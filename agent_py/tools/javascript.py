@@ -79,6 +79,9 @@ class JavascriptExecutor(ToolBase):
         if result.error is not None:
             detail = f"\nconsole:\n{console}" if console else ""
             raise ToolError(f"{result.error}{detail}")
+        if result.value is None and not console:
+            # Nothing came out: a result of "null" would pass for an answer.
+            raise ToolError("the code returned nothing and printed nothing: return the result")
         return ToolResult(
             content=format_js_result(result.value, console, result.truncated),
             data=result.value,

@@ -25,19 +25,22 @@ def test_the_small_plan_schema_becomes_a_grammar_with_its_bounds_and_no_whitespa
     rules = rules_of(grammar)
     assert rules["root"] == '"{" "\\"tasks\\":" root-tasks "}"'
     assert rules["root-tasks"] == '"[" root-tasks-item ("," root-tasks-item){0,1} "]"'
-    assert rules["root-tasks-item-steps-item-input"] == '"\\"" char{0,160} "\\""'
+    assert rules["root-tasks-item-steps-item-input"] == '"\\"" (char{0,159} last-char)? "\\""'
     assert rules["root-tasks-item-steps-item-tool-name"] == (
         '"\\"llm_generator\\"" | "\\"javascript_execute\\""'
     )
     # Whitespace may only appear inside strings (the char rule), never between tokens.
-    outside_strings = [body for name, body in rules.items() if name != "char"]
+    outside_strings = [body for name, body in rules.items() if "char" not in name]
     literals = [lit for body in outside_strings for lit in LITERAL.findall(body)]
     assert literals and not any(" " in lit or "\\n" in lit for lit in literals)
 
 
 def test_simple_tool_schemas_are_covered_and_unbounded_strings_get_the_budget() -> None:
     grammar = compact_grammar(JavascriptExecutor.input_schema, max_chars=500)
-    assert grammar is not None and rules_of(grammar)["root-code"] == '"\\"" char{1,500} "\\""'
+    assert grammar is not None
+    # At least one character, and the last one is not a space ("return " cannot end it).
+    assert rules_of(grammar)["root-code"] == '"\\"" char{0,499} last-char "\\""'
+    assert '[^" \\t' in rules_of(grammar)["last-char"]
     assert compact_grammar(LLMGenerator.input_schema) is not None
     numbers = {
         "type": "object",

@@ -90,7 +90,7 @@ async def test_the_tool_reports_a_timeout_as_an_error() -> None:
         ("let s = 0; for (let i = 1; i <= 4; i++) s += i; s", 10),
         ("'hello'.toUpperCase()", "HELLO"),
         ("return 6 * 7", 42),
-        ("const x = 3;", None),
+        ("const x = 3; console.log(x)", None),
     ],
 )
 async def test_code_without_return_gives_its_last_expression_as_a_console_does(
@@ -101,3 +101,11 @@ async def test_code_without_return_gives_its_last_expression_as_a_console_does(
     tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
     result = await tool.run({"code": code}, ToolContext(llm=None))  # type: ignore[arg-type]
     assert result.data == value
+
+
+async def test_code_that_returns_and_prints_nothing_fails_its_step() -> None:
+    from agent_py.tools.base import ToolContext, ToolError
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
+    with pytest.raises(ToolError, match="returned nothing and printed nothing"):
+        await tool.run({"code": "return "}, ToolContext(llm=None))  # type: ignore[arg-type]

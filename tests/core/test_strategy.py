@@ -60,14 +60,17 @@ async def test_inline_input_of_a_tool_with_several_values_becomes_the_arguments_
     assert result.stats.model_calls == {"plan": 1, "arguments": 1}
 
 
-async def test_a_failed_step_still_gets_a_rethink_under_the_small_profile() -> None:
+async def test_with_rethink_after_failure_a_failed_step_gets_a_rethink() -> None:
     llm = ScriptedLLM.replaying(
         {
             "plan": plan_reply([input_step("s1", "javascript_execute", "throw new Error('no')")]),
             "rethink": "<status>failed</status><final>the code cannot work</final>",
         }
     )
-    agent, _ = make_agent(llm, config=SMALL_CONFIG)
+    strategy = SMALL.strategy.model_copy(
+        update={"rethink_after_failure": True, "replan_after_failure": False}
+    )
+    agent, _ = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
 
     result = await agent.task("break")
 
@@ -228,7 +231,9 @@ async def test_without_rethink_after_failure_a_failed_run_costs_no_reflection() 
     llm = ScriptedLLM.replaying(
         {"plan": plan_reply([input_step("s1", "javascript_execute", "throw new Error('no')")])}
     )
-    strategy = SMALL.strategy.model_copy(update={"rethink_after_failure": False})
+    strategy = SMALL.strategy.model_copy(
+        update={"rethink_after_failure": False, "replan_after_failure": False}
+    )
     agent, sink = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
 
     result = await agent.task("break")
@@ -254,3 +259,55 @@ async def test_a_slow_generation_is_bounded_by_the_model_limit_not_the_tool_limi
     result = await agent.task("a word")
 
     assert result.state is AgentState.COMPLETED and result.answer == "word"
+
+
+async def test_a_failed_step_gets_one_corrected_plan_under_the_plan_grammar() -> None:
+    seen: list[str] = []
+
+    def plan(messages: list[Message], call: CallInfo) -> str:
+        seen.append(messages[-1]["content"])
+        code = "return 2;" if len(seen) == 1 else "return 2 ** 10;"
+        return plan_reply([input_step("s1", "javascript_execute", code)])
+
+    llm = ScriptedLLM(plan)
+    strategy = SMALL.strategy.model_copy(update={"replan_after_failure": True})
+    agent, _ = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
+
+    result = await agent.task("two to the tenth")
+
+    assert result.state is AgentState.COMPLETED  # "return 2;" succeeded: no retry
+    assert len(seen) == 1
+
+    seen.clear()
+    failing = ["return ", "return 2 ** 10;"]
+
+    def plan_twice(messages: list[Message], call: CallInfo) -> str:
+        seen.append(messages[-1]["content"])
+        return plan_reply([input_step("s1", "javascript_execute", failing[len(seen) - 1])])
+
+    llm = ScriptedLLM(plan_twice)
+    agent, _ = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
+
+    result = await agent.task("two to the tenth")
+
+    assert result.state is AgentState.COMPLETED and result.answer == "1024"
+    assert seen[1].startswith("That did not work:\ns1 (javascript_execute): ")
+    assert "returned nothing" in seen[1]
+    assert result.stats.model_calls == {"plan": 2} and result.stats.replans == 1
+    assert [s.ok for s in result.steps] == [False, True]
+
+
+async def test_the_corrected_plan_is_asked_for_once() -> None:
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([input_step("s1", "javascript_execute", "throw new Error('x')")])}
+    )
+    strategy = SMALL.strategy.model_copy(
+        update={"replan_after_failure": True, "rethink_after_failure": False}
+    )
+    agent, _ = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
+
+    result = await agent.task("fail twice")
+
+    assert result.state is AgentState.FAILED
+    assert result.error is not None and result.error.startswith("every step failed")
+    assert result.stats.model_calls == {"plan": 2}
