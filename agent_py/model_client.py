@@ -78,8 +78,11 @@ class ModelClient:
         schema: dict[str, Any] | None = None,
         tool: str | None = None,
         step: str | None = None,
+        sampling: Sampling | None = None,
     ) -> str:
-        """Send ``messages`` and return the reply without its ``<think>`` blocks."""
+        """Send ``messages`` and return the reply without its ``<think>`` blocks.
+
+        ``sampling`` replaces the client's own for this call."""
         max_tokens = self.budgets.for_purpose(purpose)
         fitted = fit_messages(messages, self.prompt_budget(purpose), self.llm.count_tokens)
         on_token = None
@@ -94,7 +97,7 @@ class ModelClient:
             thinking=self.thinking,
             tool=tool,
             step=step,
-            sampling=self.sampling,
+            sampling=sampling or self.sampling,
             grammar=(
                 compact_grammar(schema, max_chars=max_tokens * 4)
                 if schema is not None and self.compact_json

@@ -17,7 +17,7 @@ from agent_py.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, prompt_tok
 from agent_py.events import AgentState, EventType
 from agent_py.execution import CallMemory, StepExecutor, StepOutcome, digest_results
 from agent_py.history import EventRecorder
-from agent_py.llm import CallPurpose, Message, ModelRole
+from agent_py.llm import CallPurpose, Message, ModelRole, Sampling
 from agent_py.model_client import ModelClient
 from agent_py.parsing import (
     PlanParseError,
@@ -197,7 +197,13 @@ class PlanAndRethink:
         conversation.append(
             {"role": "user", "content": render("plan_retry", failures=describe_failures(failed))}
         )
-        reply = await self.model.ask(conversation, CallPurpose.PLAN, schema=self.plan_schema())
+        sampling = None
+        if self.strategy.retry_temperature is not None:
+            base = self.model.sampling or Sampling()
+            sampling = base.model_copy(update={"temperature": self.strategy.retry_temperature})
+        reply = await self.model.ask(
+            conversation, CallPurpose.PLAN, schema=self.plan_schema(), sampling=sampling
+        )
         conversation.append({"role": "assistant", "content": reply})
         try:
             plan = parse_plan(reply)

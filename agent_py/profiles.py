@@ -47,6 +47,8 @@ class Strategy(BaseModel):
     """After a task with a failed step, ask once for a corrected plan under the plan
     grammar, showing the errors (instead of a free-text rethink). Small models cannot write
     a readable reflection, but they can write a plan again."""
+    retry_temperature: float | None = None
+    """Temperature of that corrected plan: a greedy model otherwise repeats its plan."""
     answer_from_single_step: bool = False
     """When the last task is one successful step, its result is the answer (no answer
     call). With skip_rethink_on_success, a one-step task then costs one model call."""
@@ -86,6 +88,7 @@ SMALL = ModelProfile(
         skip_rethink_on_success=True,
         rethink_after_failure=False,
         replan_after_failure=True,
+        retry_temperature=0.8,
         answer_from_single_step=True,
         compact_json=True,
     ),

@@ -311,3 +311,23 @@ async def test_the_corrected_plan_is_asked_for_once() -> None:
     assert result.state is AgentState.FAILED
     assert result.error is not None and result.error.startswith("every step failed")
     assert result.stats.model_calls == {"plan": 2}
+
+
+async def test_the_corrected_plan_is_sampled_at_the_retry_temperature() -> None:
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([input_step("s1", "javascript_execute", "throw new Error('x')")])}
+    )
+    config = SMALL_CONFIG.model_copy(
+        update={
+            "strategy": SMALL.strategy.model_copy(update={"retry_temperature": 0.8}),
+            "sampling": Sampling(temperature=0.0, top_k=40),
+        }
+    )
+    agent, _ = make_agent(llm, config=config)
+
+    await agent.task("fail")
+
+    assert [call.sampling for _, call in llm.calls] == [
+        Sampling(temperature=0.0, top_k=40),
+        Sampling(temperature=0.8, top_k=40),
+    ]
