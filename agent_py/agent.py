@@ -40,6 +40,8 @@ class AgentConfig(BaseModel):
     plan_shape: PlanShape = PlanShape()
     strategy: Strategy = Strategy()
     sampling: Sampling | None = None
+    text_sampling: Sampling | None = None
+    """Sampling of free-text calls (generate, answer, rethink); None: ``sampling``."""
     max_steps: int = Field(100, ge=1)
     max_replans: int = Field(5, ge=0)
     tool_timeout_s: float = Field(60.0, gt=0)
@@ -125,6 +127,7 @@ class Agent:
             timeout_s=self.config.model_timeout_s,
             on_token=on_token,
             sampling=self.config.sampling,
+            text_sampling=self.config.text_sampling,
             compact_json=self.config.strategy.compact_json,
         )
         self.state = AgentState.IDLE

@@ -188,6 +188,7 @@ class PageSettings(BaseModel):
     gets ``max_tokens``."""
     strategy: Strategy | None = None
     sampling: Sampling | None = None
+    text_sampling: Sampling | None = None
 
     def model_profile(self) -> ModelProfile:
         return profile_for(self.engine_kind, self.model, self.profile)
@@ -215,6 +216,7 @@ class PageSettings(BaseModel):
             plan_shape=self.plan_shape or profile.plan_shape,
             strategy=self.strategy or profile.strategy,
             sampling=self.sampling or profile.sampling,
+            text_sampling=self.text_sampling or profile.text_sampling,
             max_steps=self.max_steps,
             tool_timeout_s=self.tool_timeout_s,
         )

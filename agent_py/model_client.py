@@ -49,6 +49,7 @@ class ModelClient:
         timeout_s: float = 600.0,
         on_token: TokenListener | None = None,
         sampling: Sampling | None = None,
+        text_sampling: Sampling | None = None,
         compact_json: bool = False,
     ) -> None:
         self.llm = llm
@@ -59,11 +60,19 @@ class ModelClient:
         self.timeout_s = timeout_s
         self.on_token = on_token
         self.sampling = sampling
+        self.text_sampling = text_sampling
         self.compact_json = compact_json
 
     def prompt_budget(self, purpose: CallPurpose) -> int:
         """Tokens a prompt for ``purpose`` may use: the window minus the reply budget."""
         return self.context_window - self.budgets.for_purpose(purpose)
+
+    def _sampling_for(self, schema: dict[str, Any] | None) -> Sampling | None:
+        """Free text (no schema) may have its own sampling: a repetition guard belongs
+        there, not in code or plans, which copy the question's words and numbers."""
+        if schema is None and self.text_sampling is not None:
+            return self.text_sampling
+        return self.sampling
 
     @asynccontextmanager
     async def unit(self, role: ModelRole) -> AsyncIterator[None]:
@@ -97,7 +106,7 @@ class ModelClient:
             thinking=self.thinking,
             tool=tool,
             step=step,
-            sampling=sampling or self.sampling,
+            sampling=sampling or self._sampling_for(schema),
             grammar=(
                 compact_grammar(schema, max_chars=max_tokens * 4)
                 if schema is not None and self.compact_json

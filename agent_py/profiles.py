@@ -64,6 +64,8 @@ class ModelProfile(BaseModel):
     strategy: Strategy = Strategy()
     sampling: Sampling | None = None
     """None: the engine's own defaults."""
+    text_sampling: Sampling | None = None
+    """For free text (no schema); None: ``sampling``."""
 
 
 FULL = ModelProfile(name="full")
@@ -94,6 +96,11 @@ SMALL = ModelProfile(
     ),
     # Greedy: at 0.2 the 135M model wandered more often, in code above all.
     sampling=Sampling(temperature=0.0),
+    # Free text looped ("The ocean is a vast and mysterious place." until the budget ran
+    # out): DRY penalises extending a repeated run of tokens.
+    text_sampling=Sampling(
+        temperature=0.0, dry_multiplier=0.8, dry_allowed_length=3, dry_penalty_last_n=256
+    ),
 )
 
 PROFILES: dict[str, ModelProfile] = {profile.name: profile for profile in (FULL, SMALL)}

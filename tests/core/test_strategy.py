@@ -331,3 +331,22 @@ async def test_the_corrected_plan_is_sampled_at_the_retry_temperature() -> None:
         Sampling(temperature=0.0, top_k=40),
         Sampling(temperature=0.8, top_k=40),
     ]
+
+
+async def test_free_text_calls_get_their_own_sampling_and_schema_calls_do_not() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([input_step("s1", "llm_generator", "Write a word.")]),
+            "generate": "word",
+        }
+    )
+    text = Sampling(temperature=0.0, dry_multiplier=0.8)
+    config = SMALL_CONFIG.model_copy(
+        update={"sampling": Sampling(temperature=0.0), "text_sampling": text}
+    )
+    agent, _ = make_agent(llm, config=config)
+
+    await agent.task("a word")
+
+    sampled = {call.purpose.value: call.sampling for _, call in llm.calls}
+    assert sampled == {"plan": Sampling(temperature=0.0), "generate": text}
