@@ -1,5 +1,6 @@
-"""Benchmark: one whole short task in the page (headless Chromium), on the CPU engine with the
-real Gemma 3 270M model, next to the same task shape on the scripted engine.
+"""Benchmark: one whole short task in the page (headless Chromium), on the CPU engine with its
+default model, next to the same task shape on the scripted engine. (The real-task suite,
+``python -m agent_py eval``, measures answers over many tasks.)
 
 Prints, for each engine: the time from start to "agent ready" plus the task, the task's own
 wall time, the model's share, model calls by purpose, and tokens. Numbers only; never fails on
@@ -69,7 +70,7 @@ def measure(engine: str, history: Path) -> dict[str, object]:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = {
-            "cpu (Gemma 3 270M)": measure("cpu", Path(tmp) / "cpu.jsonl"),
+            "cpu (default model)": measure("cpu", Path(tmp) / "cpu.jsonl"),
             "scripted": measure("scripted", Path(tmp) / "scripted.jsonl"),
         }
     print(f"one short task in the page: {TASK!r}\n")

@@ -67,9 +67,10 @@ class SuiteReport:
         for report in self.reports:
             calls.update(report.model_calls)
         tiers = {}
+        ran_full = any(r.task.tier is Tier.FULL for r in self.reports)
         for tier in Tier:
             of_tier = [r for r in self.reports if tier is Tier.FULL or r.task.tier is tier]
-            if of_tier:
+            if of_tier and (tier is not Tier.FULL or ran_full):
                 tiers[tier.value] = {
                     "passed": sum(r.verdict.passed for r in of_tier),
                     "tasks": len(of_tier),
