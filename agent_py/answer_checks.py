@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-ECHO_WORDS = 8
+ECHO_WORDS = 5  # "You are a careful writer" is five words
 _WORD = re.compile(r"\w+", re.UNICODE)
 _PLAN_JSON = re.compile(r'"(step_id|task_id|tool_name)"\s*:|<plan>|</?status>', re.IGNORECASE)
 

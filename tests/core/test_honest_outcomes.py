@@ -122,3 +122,10 @@ def test_the_terminal_names_failed_steps_and_exits_by_state(tmp_path: Path) -> N
     failed = {"state": "failed", "error": "every step failed", "steps": [], "stats": stats}
     assert report_result(failed, tmp_path / "h.jsonl", out, err) == EXIT_FAILED
     assert "failed: every step failed" in err.getvalue()
+
+
+def test_a_short_instruction_sentence_repeated_back_is_an_echo() -> None:
+    generator_system = render("generator_system")
+    seen = "You are a careful writer. Write a one-line poem about a river. You are a careful"
+    assert echoes_instructions(seen, [generator_system])
+    assert not echoes_instructions("Rivers run to the sea, careful and slow.", [generator_system])
