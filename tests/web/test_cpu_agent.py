@@ -1,81 +1,90 @@
-"""A real task, end to end, on the CPU engine with the real Gemma 3 270M GGUF, driven by
-``python -m agent_py run`` (the page in headless Chromium, no GPU).
+"""Real tasks, end to end, on the CPU engine with the default bundled model, in headless
+Chromium (no GPU): the README's task through ``python -m agent_py run``, and a subset of the
+real-task suite's small tier through ``python -m agent_py eval``. Both assert the answers.
 
-A base model this small says little worth asserting, so the test asserts structure: the plan
-came from the model under the plan schema and validates; every step ran with arguments the
-model produced under that tool's schema; a final answer arrived; the engine reported speed.
+The model is a 135M-parameter model on two CPU cores, so these take minutes. Every wait is
+bounded by the run's own end (a process exit); the deadlines are hang guards sized for a
+machine whose cores are busy with other work, never a measure of speed (the benchmarks and
+``python -m agent_py eval`` print the times).
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from agent_py import read_history_file
-from agent_py.plan import PlanShape, plan_json_schema
-from agent_py.tools import JavascriptExecutor, LLMGenerator
+from agent_py.grammar import compact_grammar
+from agent_py.plan import plan_json_schema
+from agent_py.profiles import SMALL
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOL_SCHEMAS = {
-    LLMGenerator.name: LLMGenerator.input_schema,
-    JavascriptExecutor.name: JavascriptExecutor.input_schema,
-}
+HANG_GUARD_S = 3600
+# Small-tier tasks the default model solved in every measured run (see the README's table),
+# one of each kind it handles: arithmetic, a chain through ${s1}, an MCP tool on loopback,
+# and a task that cannot be done (it must end failed, with the reason).
+SUBSET = ["js-add", "js-divide", "js-chain", "mcp-add", "cannot-web"]
 
 
-def test_a_real_task_runs_on_the_cpu_engine_from_the_terminal(
-    cpu_model: Path, tmp_path: Path
-) -> None:
-    history = tmp_path / "cpu.jsonl"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agent_py",
-            "run",
-            "Use JavaScript to compute 6 times 7.",
-            "--engine",
-            "auto",
-            "--history",
-            str(history),
-            "--timeout",
-            "1500",
-        ],
+def agent_py(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent_py", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=1800,
+        timeout=HANG_GUARD_S,
         check=False,
+    )
+
+
+def test_the_readme_task_gives_42_on_the_cpu_engine(cpu_model: Path, tmp_path: Path) -> None:
+    history = tmp_path / "cpu.jsonl"
+    done = agent_py(
+        "run",
+        "Use JavaScript to compute 6 times 7.",
+        "--history",
+        str(history),
+        "--timeout",
+        "1800",
     )
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "engine: CPU engine" in done.stdout
     assert "no WebGPU adapter" in done.stdout  # why the CPU engine was chosen
     events = read_history_file(history)
-
-    plan_events = [e for e in events if e.type == "plan_started"]
-    assert len(plan_events) == 1
-    shape = PlanShape(max_tasks=2, max_steps_per_task=2, max_text_chars=80, with_arguments=False)
-    schema = plan_json_schema(list(TOOL_SCHEMAS), shape)
-    jsonschema.validate(plan_events[0].meta["plan"], schema)
+    # The model wrote the plan under the small profile's compact grammar, with the code inline:
+    # one model call in all, and the answer is the step's value.
     plan_call = next(e for e in events if e.type == "assistant" and e.meta["purpose"] == "plan")
     assert plan_call.meta["usage"]["decode_tokens_per_s"] > 0
+    assert "\n" not in plan_call.content  # no whitespace between JSON tokens
+    final = next(e for e in events if e.type == "final")
+    assert final.meta["state"] == "completed" and "42" in final.content
+    assert f"\n{final.content}\n" in done.stdout  # the answer the terminal printed
+    assert final.meta["stats"]["model_calls"] == {"plan": 1}
+    actions = [e for e in events if e.type == "action"]
+    assert [a.meta["tool"] for a in actions] == ["javascript_execute"]
+    schema = plan_json_schema(["llm_generator", "javascript_execute"], SMALL.plan_shape)
+    assert compact_grammar(schema) is not None
 
-    started = [e.step for e in events if e.type == "step_started"]
-    actions = {e.step: e for e in events if e.type == "action"}
-    assert started and set(started) == set(actions)
-    for action in actions.values():
-        jsonschema.validate(action.meta["arguments"], TOOL_SCHEMAS[action.meta["tool"]])
-    argument_calls = [
-        e for e in events if e.type == "assistant" and e.meta["purpose"] == "arguments"
-    ]
-    assert len(argument_calls) >= len(started)  # the model wrote every step's arguments
 
-    final = [e for e in events if e.type == "final"]
-    assert len(final) == 1 and final[0].meta["state"] == "completed"
-    assert final[0].content.strip()
+def test_a_small_tier_subset_answers_right_on_the_cpu_engine(
+    cpu_model: Path, tmp_path: Path
+) -> None:
+    done = agent_py("eval", "--engine", "cpu", "--only", ",".join(SUBSET), "--out", str(tmp_path))
+
+    summary_file = tmp_path / "summary.json"
+    summary = json.loads(summary_file.read_text()) if summary_file.exists() else {}
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == f"{len(SUBSET)} passed, 0 failed"
+    tasks = summary["tasks"]
+    assert "6912" in tasks["js-add"]["answer"]
+    assert "12" in tasks["js-divide"]["answer"]
+    assert "150" in tasks["js-chain"]["answer"]
+    assert "43" in tasks["mcp-add"]["answer"]
+    assert tasks["cannot-web"]["state"] == "failed" and tasks["cannot-web"]["error"]

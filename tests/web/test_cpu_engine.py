@@ -2,7 +2,7 @@
 
 No GPU here: this is the engine the page falls back to. One harness page
 (web/dev/cpu_engine_harness.html) serves the module, from our loopback server with COOP/COEP so
-llama.cpp gets two threads. Gemma 3 270M (the default) is loaded first; the SmolLM2 tests come
+llama.cpp gets two threads. Gemma 3 270M is loaded first (by id); the SmolLM2 tests come
 last, so the module switches models once. The models decode a few tokens per second on two
 cores, so every reply budget is small and every schema tightly bounded. Assertions are about
 structure (valid JSON, schema, streaming, counts, templates), and wording only where the
@@ -33,8 +33,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = "dev/cpu_engine_harness.html"
-MODEL = "gemma3-270m-q4_k_m"  # the engine's default
-INSTRUCT_MODEL = "smollm2-135m-instruct-q4_1"
+MODEL = "gemma3-270m-q4_k_m"  # loaded by id: the model with a built-in template
+INSTRUCT_MODEL = "smollm2-135m-instruct-q4_1"  # the engine's default
 # The engine's default is two threads on a cross-origin isolated page. On a machine whose
 # cores are busy with other work, two threads that wait for each other are several times
 # slower than one: AGENT_PY_CPU_THREADS=1 runs this module on one thread.
@@ -127,7 +127,7 @@ def _json_reply(reply: dict[str, Any]) -> Any:
 def test_loads_the_model_with_two_threads_when_cross_origin_isolated(cpu: CPUHarness) -> None:
     info = cpu.call("() => cpu.info()")
     assert (info["isolated"], info["defaultThreads"], info["usable"]) == (True, 2, True)
-    loaded = cpu.call("() => cpu.reload()")
+    loaded = cpu.call("model => cpu.reload(model)", MODEL)
     assert (loaded["loadedModel"], loaded["threads"]) == (MODEL, THREADS or 2)
     assert loaded["template"]["source"] == "builtin"
     progress = cpu.call("() => cpu.progress")
@@ -330,12 +330,13 @@ def test_unload_then_reload_counts_and_clear_errors(cpu: CPUHarness) -> None:
         cpu.call("() => cpu.reload('Qwen3-4B-q4f16_1-MLC')")
     with pytest.raises(Exception, match=r"could not load the model from http://.*/missing\.gguf"):
         cpu.call("() => cpu.reload('/models/missing.gguf')")
-    loaded = cpu.call("() => cpu.reload()")
-    assert loaded["loadedModel"] == MODEL
+    loaded = cpu.call("() => cpu.reload()")  # no id: the engine's default model
+    assert loaded["loadedModel"] == INSTRUCT_MODEL
     after = cpu.counts()
     assert after["reloads"] == before["reloads"] + 1
     assert after["unloads"] == before["unloads"] + 1
-    assert cpu.chat([{"role": "user", "content": "Hi"}], max_tokens=2)["text"] != ""
+    hello = cpu.chat([{"role": "user", "content": "Hi"}], model=INSTRUCT_MODEL, max_tokens=2)
+    assert hello["text"] != ""
 
 
 def test_chat_template_rule_for_a_gguf_without_one(cpu: CPUHarness) -> None:
