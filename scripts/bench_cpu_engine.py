@@ -1,19 +1,38 @@
 #!/usr/bin/env python3
-"""How fast the CPU engine (wllama + Gemma 3 270M) is on this machine, in headless Chromium.
+"""How fast the CPU engine (wllama) is on this machine, in headless Chromium, against native
+llama.cpp with the same GGUF, prompt and thread count.
 
-    python scripts/bench_cpu_engine.py [--threads 1,2] [--repeat 2] [--no-plan]
+    python scripts/bench_cpu_engine.py [--models ID,...] [--threads 1,2] [--repeat 3]
+                                       [--no-plan] [--no-native] [--sweep [--sweep-threads 1]]
 
-For each thread count, in a fresh browser context of web/dev/cpu_engine_harness.html served
-with COOP/COEP: the first load (download into wllama's cache included), a load from that
-cache, prompt (prefill) and decode tokens per second as llama.cpp reports them, time to the
-first token, and one schema-constrained plan (time and tokens). Numbers only: it never
-fails on time. Other processes on the machine skew the numbers; the load average is printed.
+For each bundled model present in web/models and each thread count, in a fresh browser
+context of web/dev/cpu_engine_harness.html served with COOP/COEP: the first load (download
+into wllama's cache included), a load from that cache, prompt (prefill) and decode tokens per
+second as llama.cpp reports them, time to the first token, and one schema-constrained plan.
+
+Native llama.cpp is node-llama-cpp's prebuilt CPU binary (NATIVE_PACKAGES, installed once
+into .artifacts/bench-native/, never into the project's environment; the same command by hand:
+`npm install --prefix .artifacts/bench-native --omit=optional --ignore-scripts --save-exact
+node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1`: 13 s, 80 MB), driven by
+scripts/bench_native_llama.mjs, one run after each wllama run (so both see the same load from
+other processes). The table at the end gives wllama / native per model and thread count.
+
+--sweep loads wllama directly (the same wasm, template and options as the engine) once per
+option in SWEEP_VARIANTS (batch sizes, flash attention, KV cache type and size, slots, threads,
+greedy sampling, warm-up) next to an instance with the engine's defaults, runs the two in
+turns, and prints each option's change against the defaults.
+
+Numbers only: it never fails on time. Each rate is the median of --repeat runs (the best run in
+brackets: other processes on the machine pull medians down; the load average is printed).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,7 +48,28 @@ from agent_py.terminal import load_browser_config  # noqa: E402
 from agent_py.web_server import start_server  # noqa: E402
 
 HARNESS = "dev/cpu_engine_harness.html"
-MODEL = "gemma3-270m-q4_k_m"
+MODELS_DIR = ROOT / "web" / "models"
+NATIVE_DIR = ROOT / ".artifacts" / "bench-native"
+NATIVE_SCRIPT = ROOT / "scripts" / "bench_native_llama.mjs"
+# Pinned: node-llama-cpp and its prebuilt llama.cpp for x86-64 Linux (CPU only, no CUDA or
+# Vulkan packages: --omit=optional keeps npm from pulling those in).
+NATIVE_PACKAGES = ["node-llama-cpp@3.22.1", "@node-llama-cpp/linux-x64@3.22.1"]
+
+# The prompt as the engine's chat template renders it for one user message, so native
+# llama.cpp prefills the same text. The load options are the template options the engine
+# picks for each bundled model (web/engines/wllama.js, chatTemplateFor).
+TEMPLATES = {
+    "gemma3-270m-q4_k_m": {
+        "native": "<bos><start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n",
+        "load": {"chat_template": "gemma", "jinja": False},
+    },
+    "smollm2-135m-instruct-q4_1": {
+        "native": "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n",
+        "load": {"jinja": True},
+    },
+}
+CONTEXT_WINDOW = 4096  # the engine's default contextWindow
+DECODE_TOKENS = 32
 # About 150 prompt tokens: long enough for the prefill rate to mean something.
 PREFILL_TEXT = " ".join(
     [
@@ -51,6 +91,27 @@ PLAN_MESSAGES = [
     {"role": "user", "content": "Compute 17 * 23 with JavaScript."},
 ]
 
+# name, wllama load options (threads_plus: threads above the sweep's), request options. Each
+# is measured in turns with the engine's defaults, so load from other processes hits both.
+SWEEP_VARIANTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("n_batch=n_ubatch=64", {"n_batch": 64, "n_ubatch": 64}, {}),
+    ("flash_attn false", {"flash_attn": False}, {}),
+    ("flash_attn true", {"flash_attn": True}, {}),
+    ("KV cache q8_0", {"flash_attn": True, "cache_type_k": "q8_0", "cache_type_v": "q8_0"}, {}),
+    ("n_ctx 1024", {"n_ctx": 1024}, {}),
+    ("n_parallel 1", {"n_parallel": 1}, {}),
+    ("threads +1", {"threads_plus": 1}, {}),
+    ("greedy sampling", {}, {"temperature": 0}),
+    ("warmup false", {"warmup": False}, {}),
+]
+SWEEP_DECODE_TOKENS = 16
+_prompts = itertools.count()
+
+
+def prompt_text() -> str:
+    """A different first sentence each time, so no run finds its prompt in the KV cache."""
+    return f"Run {next(_prompts)}. {PREFILL_TEXT}"
+
 
 def plan_schema() -> dict[str, Any]:
     return plan_json_schema(
@@ -59,13 +120,34 @@ def plan_schema() -> dict[str, Any]:
     )
 
 
-def chat(page: Any, messages: list[dict[str, str]], **call: Any) -> dict[str, Any]:
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "best": max(values)}
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+# --- wllama through the CPU engine, as the app runs it --------------------------------------
+
+
+def chat(page: Any, model: str, messages: list[dict[str, str]], **call: Any) -> dict[str, Any]:
     return page.evaluate(
-        "([m, c]) => cpu.chat(m, c)", [messages, {"model": MODEL, "purpose": "bench", **call}]
+        "([m, c]) => cpu.chat(m, c)", [messages, {"model": model, "purpose": "bench", **call}]
     )
 
 
-def bench_threads(browser: Any, base_url: str, threads: int, repeat: int, plan: bool) -> dict:
+def bench_engine(
+    browser: Any,
+    base_url: str,
+    model: str,
+    threads: int,
+    repeat: int,
+    plan: bool,
+    native: NativeLlama | None,
+) -> dict:
+    """The engine's rates; with `native`, a native run after each engine run (before it, every
+    other turn), and the median of the paired wllama / native ratios."""
     context = browser.new_context()
     context.set_default_timeout(600_000)
     page = context.new_page()
@@ -74,32 +156,51 @@ def bench_threads(browser: Any, base_url: str, threads: int, repeat: int, plan: 
         page.wait_for_selector("body[data-status='ready']")
         info = page.evaluate("cpu.info()")
         page.evaluate("t => cpu.create({threads: t, seed: 1})", threads)
-        first = page.evaluate("cpu.reload()")["seconds"]
-        page.evaluate("cpu.unload()")
-        cached = [page.evaluate("cpu.reload()")["seconds"]]
-        for _ in range(repeat - 1):
-            page.evaluate("cpu.unload()")
-            cached.append(page.evaluate("cpu.reload()")["seconds"])
-        chat(page, [{"role": "user", "content": "Hello"}], max_tokens=2)  # first-call costs
-        prefill, decode, ttft = [], [], []
+        first = page.evaluate("m => cpu.reload(m)", model)["seconds"]
+        cached = []
         for _ in range(repeat):
-            reply = chat(page, [{"role": "user", "content": PREFILL_TEXT}], max_tokens=32)
-            usage = reply["usage"]
-            prefill.append(usage["prefill_tokens_per_s"] or 0.0)
-            decode.append(usage["decode_tokens_per_s"] or 0.0)
+            page.evaluate("cpu.unload()")
+            cached.append(page.evaluate("m => cpu.reload(m)", model)["seconds"])
+        chat(page, model, [{"role": "user", "content": "Hello"}], max_tokens=2)  # first-call costs
+        if native:
+            native.run(threads)  # its first-call costs
+        runs, native_runs, ttft, prompt_tokens = [], [], [], []
+        for turn in range(repeat):
+            if native and turn % 2:
+                native_runs.append(native.run(threads))
+            messages = [{"role": "user", "content": prompt_text()}]
+            usage = chat(page, model, messages, max_tokens=DECODE_TOKENS)["usage"]
+            runs.append({"prefill": usage["prefill_tokens_per_s"] or 0.0})
+            runs[-1]["decode"] = usage["decode_tokens_per_s"] or 0.0
             ttft.append(usage["time_to_first_token_s"] or 0.0)
-        result = {
+            prompt_tokens.append(usage["prompt_tokens"] - (usage.get("cached_prompt_tokens") or 0))
+            if native and not turn % 2:
+                native_runs.append(native.run(threads))
+        result: dict[str, Any] = {
+            "model": model,
             "threads": threads,
             "isolated": info["isolated"],
-            "prompt_tokens": usage["prompt_tokens"],
+            "prompt_tokens": min(prompt_tokens),
             "first_load_s": first,
             "cached_load_s": statistics.median(cached),
-            "prefill_tok_s": statistics.median(prefill),
-            "decode_tok_s": statistics.median(decode),
+            "prefill": summary([r["prefill"] for r in runs]),
+            "decode": summary([r["decode"] for r in runs]),
             "ttft_s": statistics.median(ttft),
         }
+        if native_runs:
+            result["native"] = {
+                "threads": native_runs[0]["threads"],
+                "prompt_tokens": native_runs[0]["prompt_tokens"],
+            }
+            for phase in ("prefill", "decode"):
+                theirs = [n[f"{phase}_tok_s"] for n in native_runs]
+                result["native"][phase] = summary(theirs)
+                ratios = [r[phase] / n for r, n in zip(runs, theirs, strict=True) if n]
+                result[phase]["ratio"] = statistics.median(ratios) if ratios else 0.0
         if plan:
-            reply = chat(page, PLAN_MESSAGES, max_tokens=200, schema=plan_schema(), purpose="plan")
+            reply = chat(
+                page, model, PLAN_MESSAGES, max_tokens=200, schema=plan_schema(), purpose="plan"
+            )
             result["plan_s"] = reply["seconds"]
             result["plan_tokens"] = reply["usage"]["completion_tokens"]
             result["plan_finish"] = reply["finish_reason"]
@@ -108,13 +209,255 @@ def bench_threads(browser: Any, base_url: str, threads: int, repeat: int, plan: 
         context.close()
 
 
+def print_engine_row(row: dict) -> None:
+    plan = (
+        f", plan {row['plan_s']:.1f} s / {row['plan_tokens']} tokens ({row['plan_finish']})"
+        if "plan_s" in row
+        else ""
+    )
+    print(
+        f"wllama {row['model']}, {row['threads']} thread(s)"
+        f"{'' if row['isolated'] else ' (not isolated)'}: "
+        f"load {row['first_load_s']:.1f} s first, {row['cached_load_s']:.1f} s cached; "
+        f"prefill {rate(row['prefill'])} tok/s ({row['prompt_tokens']} tokens), "
+        f"decode {rate(row['decode'])} tok/s, first token {row['ttft_s']:.2f} s"
+        f"{plan} [{row['wall_s']:.0f} s, load {load_average()}]",
+        flush=True,
+    )
+    if "native" in row:
+        other = row["native"]
+        print(
+            f"native {row['model']}, {other['threads']} thread(s), in turns with it: "
+            f"prefill {rate(other['prefill'])} tok/s ({other['prompt_tokens']} tokens), "
+            f"decode {rate(other['decode'])} tok/s; wllama / native "
+            f"{row['prefill']['ratio']:.2f} prefill, {row['decode']['ratio']:.2f} decode",
+            flush=True,
+        )
+
+
+def rate(value: dict[str, float]) -> str:
+    return f"{value['median']:.1f} [{value['best']:.1f}]"
+
+
+# --- wllama loaded directly, one set of load options at a time ------------------------------
+
+SWEEP_LOAD_JS = """async ([slot, moduleUrl, wasmUrl, modelUrl, options]) => {
+  const { Wllama } = await import(moduleUrl);
+  window.bench ??= {};
+  if (window.bench[slot]) await window.bench[slot].exit();
+  window.bench[slot] = null;
+  const quiet = { debug() {}, log() {}, warn() {}, error: (...a) => console.error(...a) };
+  const wllama = new Wllama({ default: wasmUrl }, { logger: quiet, suppressNativeLog: true });
+  wllama.setCompat(null);
+  const started = performance.now();
+  await wllama.loadModelFromUrl(modelUrl, options);
+  window.bench[slot] = wllama;
+  return { seconds: (performance.now() - started) / 1000, threads: wllama.getNumThreads() };
+}"""
+SWEEP_RUN_JS = """async ([slot, text, maxTokens, extra]) => {
+  let timings = null;
+  await window.bench[slot].createChatCompletion({
+    messages: [{ role: "user", content: text }], stream: true, max_tokens: maxTokens,
+    timings_per_token: true, seed: 1, ...extra,
+    onData: (chunk) => { if (chunk.timings) timings = chunk.timings; },
+  });
+  return timings;
+}"""
+
+
+def sweep(browser: Any, base_url: str, model: str, threads: int, repeat: int) -> list[dict]:
+    """Each variant's rates, and their change against the engine's defaults measured in turns
+    (default, variant, variant, default, ...): the median of the paired ratios."""
+    context = browser.new_context()
+    context.set_default_timeout(600_000)
+    page = context.new_page()
+    urls = [
+        base_url + "vendor/wllama/index.js",
+        base_url + "vendor/wllama/wllama.wasm",
+        base_url + f"models/{model}.gguf",
+    ]
+
+    def load(slot: str, load_extra: dict[str, Any]) -> dict:
+        extra = dict(load_extra)
+        options = {
+            "n_ctx": CONTEXT_WINDOW,
+            "n_threads": threads + extra.pop("threads_plus", 0),
+            "n_gpu_layers": 0,
+            **TEMPLATES[model]["load"],
+            **extra,
+        }
+        loaded = page.evaluate(SWEEP_LOAD_JS, [slot, *urls, options])
+        page.evaluate(SWEEP_RUN_JS, [slot, "Hello", 2, {}])  # first-call costs
+        return loaded
+
+    def run(slot: str, request: dict[str, Any]) -> dict:
+        return page.evaluate(SWEEP_RUN_JS, [slot, prompt_text(), SWEEP_DECODE_TOKENS, request])
+
+    rows = []
+    try:
+        page.goto(base_url + HARNESS)
+        page.wait_for_selector("body[data-status='ready']")
+        base_loaded = load("base", {})
+        base_runs: list[dict] = []
+        for name, load_extra, request in SWEEP_VARIANTS:
+            row: dict[str, Any] = {"variant": name}
+            try:
+                loaded = load("variant", load_extra)
+                pairs = []
+                for turn in range(repeat):
+                    order = ["base", "variant"] if turn % 2 == 0 else ["variant", "base"]
+                    timings = {
+                        slot: run(slot, request if slot == "variant" else {}) for slot in order
+                    }
+                    pairs.append((timings["base"], timings["variant"]))
+            except Exception as error:  # an option this build rejects is a result too
+                row["error"] = str(error).splitlines()[0][:160]
+            else:
+                base_runs += [b for b, _ in pairs]
+                row.update(timing_summary(loaded, [v for _, v in pairs]))
+                for phase, key in (
+                    ("prefill", "prompt_per_second"),
+                    ("decode", "predicted_per_second"),
+                ):
+                    row[phase]["change"] = statistics.median(v[key] / b[key] for b, v in pairs) - 1
+            rows.append(row)
+            print_sweep_row(model, threads, row)
+        base = {"variant": "engine defaults", **timing_summary(base_loaded, base_runs)}
+        print_sweep_row(model, threads, base)
+        rows.insert(0, base)
+    finally:
+        context.close()
+    return rows
+
+
+def timing_summary(loaded: dict, timings: list[dict]) -> dict[str, Any]:
+    return {
+        "load_s": loaded["seconds"],
+        "threads": loaded["threads"],
+        "prompt_tokens": min(t["prompt_n"] for t in timings),
+        "prefill": summary([t["prompt_per_second"] for t in timings]),
+        "decode": summary([t["predicted_per_second"] for t in timings]),
+    }
+
+
+def print_sweep_row(model: str, threads: int, row: dict) -> None:
+    head = f"  {model}, {threads} thread(s), {row['variant']:<20}"
+    if "error" in row:
+        print(f"{head} failed: {row['error']}", flush=True)
+        return
+    change = ""
+    if "change" in row["prefill"]:
+        change = (
+            f"; against defaults {row['prefill']['change']:+.0%} prefill,"
+            f" {row['decode']['change']:+.0%} decode"
+        )
+    print(
+        f"{head} ({row['threads']} used) load {row['load_s']:.1f} s, "
+        f"prefill {rate(row['prefill'])} tok/s ({row['prompt_tokens']} tokens), "
+        f"decode {rate(row['decode'])} tok/s{change} [load {load_average()}]",
+        flush=True,
+    )
+
+
+# --- native llama.cpp -----------------------------------------------------------------------
+
+
+def native_runner() -> Path | None:
+    """node_modules holding the pinned node-llama-cpp, installed on first use; None (with the
+    reason printed) where it cannot be had."""
+    modules = NATIVE_DIR / "node_modules"
+    wanted = NATIVE_PACKAGES[0].rsplit("@", 1)[1]
+    installed = modules / "node-llama-cpp" / "package.json"
+    if installed.is_file() and json.loads(installed.read_text())["version"] == wanted:
+        return modules
+    if sys.platform != "linux" or os.uname().machine != "x86_64":
+        print("native llama.cpp: the pinned prebuilt binary is for x86-64 Linux; skipped")
+        return None
+    if not (shutil.which("node") and shutil.which("npm")):
+        print("native llama.cpp: needs Node.js 20+ and npm on PATH; skipped")
+        return None
+    NATIVE_DIR.mkdir(parents=True, exist_ok=True)
+    if not (NATIVE_DIR / "package.json").exists():
+        (NATIVE_DIR / "package.json").write_text('{"private": true}\n')
+    print(f"native llama.cpp: installing {' '.join(NATIVE_PACKAGES)} into {NATIVE_DIR} ...")
+    started = time.perf_counter()
+    # --ignore-scripts: node-llama-cpp's postinstall would look for (or build) other binaries.
+    command = ["npm", "install", "--prefix", str(NATIVE_DIR), "--no-audit", "--no-fund"]
+    command += ["--omit=optional", "--ignore-scripts", "--save-exact", "--loglevel=error"]
+    command += NATIVE_PACKAGES
+    env = {**os.environ, "NODE_LLAMA_CPP_SKIP_DOWNLOAD": "true"}
+    proc = subprocess.run(command, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        print(f"native llama.cpp: npm install failed; skipped:\n{proc.stderr.strip()[-1500:]}")
+        return None
+    size = sum(f.stat().st_size for f in modules.rglob("*") if f.is_file())
+    print(
+        f"native llama.cpp: installed in {time.perf_counter() - started:.0f} s, "
+        f"{size / 1e6:.0f} MB on disk"
+    )
+    return modules
+
+
+class NativeLlama:
+    """One model in native llama.cpp (scripts/bench_native_llama.mjs), run on request."""
+
+    def __init__(self, modules: Path, model: str) -> None:
+        config = {
+            "model": str(MODELS_DIR / f"{model}.gguf"),
+            "prompt": TEMPLATES[model]["native"].format(text=prompt_text()),
+            "max_tokens": DECODE_TOKENS,
+            "context": CONTEXT_WINDOW,
+        }
+        self.process = subprocess.Popen(
+            ["node", str(NATIVE_SCRIPT), json.dumps(config)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "NODE_PATH": str(modules)},
+        )
+        self.info = self.answer()
+
+    def answer(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"native llama.cpp exited ({self.process.wait()}); see above")
+        return json.loads(line)
+
+    def run(self, threads: int) -> dict:
+        self.process.stdin.write(json.dumps({"threads": threads}) + "\n")
+        self.process.stdin.flush()
+        return self.answer()
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def print_ratios(rows: list[dict]) -> None:
+    print("\nwllama vs native llama.cpp, tok/s: median [best] of runs taken in turns;")
+    print("ratio = median of the paired wllama / native ratios")
+    print(f"{'model':<28} {'threads':>7}  {'phase':<8} {'wllama':>13} {'native':>13} {'ratio':>6}")
+    for row in rows:
+        for phase in ("prefill", "decode") if "native" in row else ():
+            print(
+                f"{row['model']:<28} {row['threads']:>7}  {phase:<8} {rate(row[phase]):>13} "
+                f"{rate(row['native'][phase]):>13} {row[phase]['ratio']:>6.2f}"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="", help="comma-separated model ids (default: all)")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
-    parser.add_argument("--repeat", type=int, default=2, help="runs per measurement (median)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
     parser.add_argument("--no-plan", action="store_true", help="skip the constrained plan")
+    parser.add_argument("--no-native", action="store_true", help="skip native llama.cpp")
+    parser.add_argument("--no-engine", action="store_true", help="skip the engine rows")
+    parser.add_argument("--sweep", action="store_true", help="measure wllama's load options")
+    parser.add_argument("--sweep-threads", default="1", help="thread counts for --sweep")
     args = parser.parse_args(argv)
     thread_counts = [int(t) for t in args.threads.split(",") if t.strip()]
+    sweep_threads = [int(t) for t in args.sweep_threads.split(",") if t.strip()]
 
     fetched = subprocess.run([sys.executable, str(ROOT / "scripts" / "fetch_model.py")])
     if fetched.returncode != 0:
@@ -122,44 +465,65 @@ def main(argv: list[str] | None = None) -> int:
     if not (ROOT / "web" / "vendor" / "wllama" / "wllama.wasm").is_file():
         print("web/vendor is missing: run `python scripts/vendor.py` first", file=sys.stderr)
         return 1
+    models = [m for m in args.models.split(",") if m] or list(TEMPLATES)
+    models = [m for m in models if (MODELS_DIR / f"{m}.gguf").is_file()]
+    print(f"models: {', '.join(models)}; load average {load_average()} on {os.cpu_count()} CPUs")
+
+    modules = None if args.no_native or args.no_engine else native_runner()
+    rows: list[dict] = []
     browser_config = load_browser_config()
     from playwright.sync_api import sync_playwright
 
     server, base_url = start_server(port=0)
-    rows = []
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(**browser_config.launch_options())
             try:
-                for threads in thread_counts:
-                    started = time.perf_counter()
-                    row = bench_threads(browser, base_url, threads, args.repeat, not args.no_plan)
-                    row["wall_s"] = time.perf_counter() - started
-                    rows.append(row)
-                    print_row(row)
+                for model in models if not args.no_engine else []:
+                    native = native_for(modules, model)
+                    try:
+                        for threads in thread_counts:
+                            started = time.perf_counter()
+                            row = bench_engine(
+                                browser,
+                                base_url,
+                                model,
+                                threads,
+                                args.repeat,
+                                not args.no_plan,
+                                native,
+                            )
+                            row["wall_s"] = time.perf_counter() - started
+                            rows.append(row)
+                            print_engine_row(row)
+                    finally:
+                        if native:
+                            native.close()
+                for model in models if args.sweep else []:
+                    print(f"wllama load options, {model} (change against engine defaults):")
+                    for threads in sweep_threads:
+                        sweep(browser, base_url, model, threads, args.repeat)
             finally:
                 browser.close()
     finally:
         server.shutdown()
         server.server_close()
-    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    print_ratios(rows)
+    print(f"load average: {load_average()} on {os.cpu_count()} CPUs")
     return 0
 
 
-def print_row(row: dict) -> None:
-    plan = (
-        f", plan {row['plan_s']:.1f} s / {row['plan_tokens']} tokens ({row['plan_finish']})"
-        if "plan_s" in row
-        else ""
-    )
-    print(
-        f"{row['threads']} thread(s){'' if row['isolated'] else ' (not isolated)'}: "
-        f"load {row['first_load_s']:.1f} s first, {row['cached_load_s']:.1f} s cached; "
-        f"prefill {row['prefill_tok_s']:.1f} tok/s ({row['prompt_tokens']} tokens), "
-        f"decode {row['decode_tok_s']:.1f} tok/s, first token {row['ttft_s']:.2f} s"
-        f"{plan} [{row['wall_s']:.0f} s]",
-        flush=True,
-    )
+def native_for(modules: Path | None, model: str) -> NativeLlama | None:
+    if not modules:
+        return None
+    try:
+        native = NativeLlama(modules, model)
+    except (OSError, RuntimeError, json.JSONDecodeError) as error:
+        print(f"native llama.cpp could not load {model}: {error}; no ratio for it")
+        return None
+    info = native.info
+    print(f"native llama.cpp {info['llama_cpp']['release']} ({info['build']}): {info['system']}")
+    return native
 
 
 if __name__ == "__main__":
