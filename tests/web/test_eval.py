@@ -50,7 +50,8 @@ def test_the_whole_suite_passes_with_a_model_that_does_every_task_right(
     assert summary["tiers"]["small"]["passed"] == len(load_tasks(tier=Tier.SMALL))
     # Tasks that cannot be done ended failed, with the reason the run gave.
     assert summary["tasks"]["cannot-web"]["state"] == "failed"
-    assert "no network access" in summary["tasks"]["cannot-web"]["error"]
+    # (The small profile re-plans after a failure; the script's plan fails again.)
+    assert "Failed to fetch" in summary["tasks"]["cannot-web"]["error"]
     # The MCP task reached the loopback server, and the chain spliced the tool's value.
     assert summary["tasks"]["mcp-add"]["answer"] in ("43", "43.0")
     assert summary["tasks"]["full-mcp-chain"]["answer"] == "4"
