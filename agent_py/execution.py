@@ -85,12 +85,14 @@ class StepExecutor:
         *,
         tool_timeout_s: float,
         examples: bool = False,
+        fenced_code: bool = False,
     ) -> None:
         self.registry = registry
         self.model = model
         self.recorder = recorder
         self.tool_timeout_s = tool_timeout_s
         self.examples = examples
+        self.fenced_code = fenced_code
 
     async def run(
         self,
@@ -151,6 +153,9 @@ class StepExecutor:
         limit = max(self.tool_timeout_s, self.model.timeout_s) if tool.uses_model else None
         call = ToolCall(tool, ctx, timeout_s=limit or self.tool_timeout_s, examples=self.examples)
         arguments, why_not = call.literal_arguments(step.arguments, results, step_ids, step.input)
+        write_code = self.fenced_code and tool.code_language is not None and not step.arguments
+        if write_code:
+            arguments, why_not = None, f"{tool.name} gets its code from a code call"
         needs_model = tool.uses_model or arguments is None
         unit = self.model.unit(ModelRole.EXECUTOR) if needs_model else contextlib.nullcontext()
         async with unit:
@@ -168,7 +173,10 @@ class StepExecutor:
                     results_digest=self._digest_for_arguments(earlier),
                     planned_input=step.input,
                 )
-                arguments = await call.think(brief, results, step_ids, why_not or "")
+                if write_code:
+                    arguments = await call.write_code(brief, results, step_ids)
+                else:
+                    arguments = await call.think(brief, results, step_ids, why_not or "")
                 outcome.thought = True
             outcome.arguments = arguments
             repeated = memory.calls.get(CallMemory.signature(tool.name, arguments))

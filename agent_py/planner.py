@@ -86,6 +86,7 @@ class PlanAndRethink:
             recorder,
             tool_timeout_s=tool_timeout_s,
             examples=self.strategy.examples,
+            fenced_code=self.strategy.fenced_code,
         )
         self._on_state = on_state
         self.plan_shape = plan_shape or PlanShape()

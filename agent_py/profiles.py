@@ -49,6 +49,10 @@ class Strategy(BaseModel):
     a readable reflection, but they can write a plan again."""
     retry_temperature: float | None = None
     """Temperature of that corrected plan: a greedy model otherwise repeats its plan."""
+    fenced_code: bool = False
+    """A step whose tool takes source code (``ToolBase.code_language``) gets it from a
+    separate call that asks for a fenced code block in plain text, not from the plan's
+    JSON string (where quotes must be escaped and small models lose the thread)."""
     answer_from_single_step: bool = False
     """When the last task is one successful step, its result is the answer (no answer
     call). With skip_rethink_on_success, a one-step task then costs one model call."""

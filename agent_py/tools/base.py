@@ -76,6 +76,9 @@ class ToolBase(ABC):
     """True when running the tool calls the model (so per_step residency loads it)."""
     timeout_s: float | None = None
     """Own time limit; None means the agent's default tool timeout."""
+    code_language: str | None = None
+    """Set when the main input is source code in this language (name, fence tag): a small
+    model writes code far better in a fenced block than inside a JSON string."""
 
     def to_params(self) -> dict[str, Any]:
         """The tool in OpenAI function-calling format."""

@@ -30,6 +30,14 @@ from agent_py.tools.base import (
 )
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z0-9_.-]+)\}")
+_FENCED = re.compile(r"```[\w+-]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
+
+
+def fenced_block(reply: str) -> str:
+    """The first fenced code block of a reply (to the end when it is not closed), or the
+    whole reply when it has none."""
+    match = _FENCED.search(reply)
+    return (match.group(1) if match else reply).strip()
 
 
 class InvalidArgumentsError(ToolError):
@@ -206,6 +214,53 @@ class ToolCall:
         if problem is not None or arguments is None:
             raise InvalidArgumentsError(f"invalid arguments for {self.tool.name}: {problem}")
         return arguments
+
+    async def write_code(
+        self, brief: StepBrief, results: Mapping[str, ToolResult], step_ids: Collection[str]
+    ) -> dict[str, Any]:
+        """The tool's code from a plain-text call: one fenced block, read back out."""
+        main = main_input_property(self.tool.input_schema)
+        language = self.tool.code_language
+        if main is None or language is None:
+            raise InvalidArgumentsError(f"{self.tool.name} takes no code")
+        spec = (self.tool.input_schema.get("properties") or {}).get(main) or {}
+        messages: list[Message] = [
+            {
+                "role": "system",
+                "content": render(
+                    "code_system",
+                    language=language,
+                    fence=language.lower(),
+                    input_description=spec.get("description") or main,
+                ),
+            },
+            {
+                "role": "user",
+                "content": render(
+                    "code_user",
+                    question=brief.question,
+                    step=f"Step: {brief.step_goal}" if brief.step_goal else "",
+                    results=f"Results so far:\n{brief.results_digest}"
+                    if brief.results_digest
+                    else "",
+                ),
+            },
+        ]
+        reply = await self.ctx.llm.ask(
+            messages,
+            CallPurpose.ARGUMENTS,
+            tool=self.tool.name,
+            step=self.ctx.step_id,
+            sampling=self.ctx.llm.sampling,  # code copies the question's values: no DRY
+        )
+        code = fenced_block(reply)
+        if not code:
+            raise InvalidArgumentsError(f"the model wrote no {language} code")
+        arguments = resolve_references({main: code}, results, step_ids)
+        problem = validate_arguments(self.tool.input_schema, arguments)
+        if problem is not None:
+            raise InvalidArgumentsError(f"invalid arguments for {self.tool.name}: {problem}")
+        return dict(arguments)
 
     async def act(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the tool under its time limit; failures come back as error results."""

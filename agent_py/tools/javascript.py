@@ -54,6 +54,8 @@ class JavascriptExecutor(ToolBase):
         "additionalProperties": False,
     }
 
+    code_language = "JavaScript"
+
     def __init__(
         self,
         runner: JSRunner,
@@ -84,7 +86,8 @@ class JavascriptExecutor(ToolBase):
             raise ToolError("the code returned nothing and printed nothing: return the result")
         return ToolResult(
             content=format_js_result(result.value, console, result.truncated),
-            data=result.value,
+            # Code that only printed its result: what it printed is the value.
+            data=result.value if result.value is not None else console,
             meta={"console": result.console, "truncated": result.truncated},
         )
 

@@ -350,3 +350,37 @@ async def test_free_text_calls_get_their_own_sampling_and_schema_calls_do_not() 
 
     sampled = {call.purpose.value: call.sampling for _, call in llm.calls}
     assert sampled == {"plan": Sampling(temperature=0.0), "generate": text}
+
+
+async def test_fenced_code_comes_from_a_plain_text_call_and_runs() -> None:
+    seen: list[list[Message]] = []
+
+    def arguments(messages: list[Message], call: CallInfo) -> str:
+        seen.append(messages)
+        return "Here it is:\n```javascript\nconsole.log(Math.pow(2, 10));\n```\nIt prints 1024."
+
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([input_step("s1", "javascript_execute", "return 2;")]),
+            "arguments": arguments,
+        }
+    )
+    strategy = SMALL.strategy.model_copy(update={"fenced_code": True})
+    agent, _ = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
+
+    result = await agent.task("Use JavaScript to compute 2 to the power of 10.")
+
+    assert result.answer == "1024"  # printed, not returned: what it printed is the value
+    assert result.steps[0].arguments == {"code": "console.log(Math.pow(2, 10));"}
+    assert result.stats.model_calls == {"plan": 1, "arguments": 1}
+    call = llm.calls[1][1]
+    assert call.schema is None and call.grammar is None  # plain text, no JSON around code
+    assert "```javascript" in seen[0][0]["content"]
+    assert seen[0][1]["content"].startswith("Use JavaScript to compute 2 to the power of 10.")
+
+
+def test_a_reply_without_a_fence_is_taken_whole() -> None:
+    from agent_py.tools.call import fenced_block
+
+    assert fenced_block("return 6 * 7;") == "return 6 * 7;"
+    assert fenced_block("```js\nreturn 1;") == "return 1;"  # cut before the closing fence
