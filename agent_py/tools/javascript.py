@@ -8,7 +8,6 @@ async function: ``return`` gives the result, ``console.log`` output is captured.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,9 +36,9 @@ class JavascriptExecutor(ToolBase):
     name = "javascript_execute"
     description = (
         "Runs JavaScript (the body of an async function) in an isolated sandbox with no page, "
-        "files or storage. 'return' a JSON-serialisable value (code without return or await "
-        "gives the value of its last expression, as a console does); console.log output is "
-        "captured. Use it for calculations, data transformation and parsing."
+        "files or storage. 'return' a JSON-serialisable value (or end with an expression, "
+        "whose value is the result, as in a console); console.log output is captured. "
+        "Use it for calculations, data transformation and parsing."
     )
     input_schema = {
         "type": "object",
@@ -92,17 +91,26 @@ class JavascriptExecutor(ToolBase):
         )
 
 
-_RETURN_OR_AWAIT = re.compile(r"\b(return|await)\b")
+# Parsed as a script first, so a lone expression (or code whose last statement is one) gives
+# its value, as a browser console does. Only when the parser refuses the code as a script
+# (a top-level return or await) does it run as the body of an async function. eval parses
+# the whole text before running any of it, so nothing runs twice.
+_CONSOLE_WRAPPER = """const __source = %s;
+try {
+  return eval(__source);
+} catch (error) {
+  if (!(error instanceof SyntaxError && /Illegal return|await is only valid/.test(error.message))) {
+    throw error;
+  }
+}
+return await new (async () => {}).constructor(__source)();"""
 
 
 def console_semantics(code: str) -> str:
-    """Code without ``return`` or ``await`` gives the value of its last expression statement,
-    as a browser console does: ``1234 + 5678`` is 6912, not undefined. Direct ``eval`` of the
-    code inside the function body gives exactly that completion value (``await`` would not
-    compile inside eval, and ``return`` means the author chose the result)."""
-    if _RETURN_OR_AWAIT.search(code):
-        return code
-    return f"return eval({json.dumps(code)});"
+    """Code whose last statement is an expression gives that value (``1234 + 5678`` is
+    6912, not undefined); code with a top-level ``return`` or ``await`` runs as the body
+    of an async function, as before."""
+    return _CONSOLE_WRAPPER % json.dumps(code)
 
 
 def format_js_result(value: Any, console: str, truncated: bool) -> str:

@@ -90,6 +90,7 @@ async def test_the_tool_reports_a_timeout_as_an_error() -> None:
         ("let s = 0; for (let i = 1; i <= 4; i++) s += i; s", 10),
         ("'hello'.toUpperCase()", "HELLO"),
         ("return 6 * 7", 42),
+        ("function f(n) {\n  return n * 6;\n}\nf(7);", 42),  # a return inside a function
         ("const x = 3; console.log(x)", "3"),  # what it printed is its value
     ],
 )
