@@ -36,9 +36,9 @@ class JavascriptExecutor(ToolBase):
     name = "javascript_execute"
     description = (
         "Runs JavaScript (the body of an async function) in an isolated sandbox with no page, "
-        "files or storage. 'return' a JSON-serialisable value (or end with an expression, "
-        "whose value is the result, as in a console); console.log output is captured. "
-        "Use it for calculations, data transformation and parsing."
+        "files or storage. 'return' a JSON-serialisable value (code without return or await "
+        "gives the value of its last expression, as a console does); console.log output is "
+        "captured. Use it for calculations, data transformation and parsing."
     )
     input_schema = {
         "type": "object",
