@@ -4,9 +4,11 @@
     python -m agent_py.mcp URL call NAME '{"a": 1}'  call one and print what it returned
 
 The token comes from ``--token`` or the ``MCP_TOKEN`` environment variable (which keeps it
-out of the process list). Exit status: 0 success, 1 the tool reported an error
-(``isError``), 2 the server could not be reached, answered wrongly, or the command line
-was wrong.
+out of the process list). ``--timeout`` bounds every request, the handshake included.
+A server that asks the user for values (elicitation) is answered on the terminal, or with
+the schema's defaults under ``--yes``. Exit status: 0 success, 1 the tool reported an
+error (``isError``), 2 the server could not be reached, answered wrongly, or the command
+line was wrong.
 """
 
 from __future__ import annotations
@@ -17,21 +19,33 @@ import json
 import os
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp_types import CallToolResult, Tool
 
 from agent_py.mcp.client import DEFAULT_TOOL_TIMEOUT_S, MCPClient
 from agent_py.mcp.errors import MCPError
+from agent_py.mcp.host import unusable_reason
 from agent_py.mcp.results import content_text
+from agent_py.mcp.terminal_form import terminal_handler
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_FAILURE = 0, 1, 2
+TOKEN_HINT = "Pass one with --token or in the MCP_TOKEN environment variable."
 
 
 def _parser() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument("--token", help="bearer token (default: $MCP_TOKEN)")
     options.add_argument(
-        "--timeout", type=float, default=DEFAULT_TOOL_TIMEOUT_S, help="seconds (default: 60)"
+        "--timeout",
+        type=float,
+        default=DEFAULT_TOOL_TIMEOUT_S,
+        help="seconds for each request, the handshake included (default: 60)",
+    )
+    options.add_argument(
+        "--yes",
+        action="store_true",
+        help="answer the server's questions (elicitation) with the schema's defaults",
     )
     parser = argparse.ArgumentParser(
         prog="python -m agent_py.mcp",
@@ -45,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     late = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     late.add_argument("--token", help=argparse.SUPPRESS)
     late.add_argument("--timeout", type=float, help=argparse.SUPPRESS)
+    late.add_argument("--yes", action="store_true", help=argparse.SUPPRESS)
     commands.add_parser("tools", parents=[late], help="list the tools")
     call = commands.add_parser("call", parents=[late], help="call a tool")
     call.add_argument("name", help="the tool's name")
@@ -76,6 +91,9 @@ def format_tools(tools: list[Tool]) -> str:
         if tool.description:
             lines.extend(f"    {line}" for line in tool.description.strip().splitlines())
         lines.append(f"    arguments: {schema_summary(tool.input_schema)}")
+        reason = unusable_reason(tool)
+        if reason is not None:
+            lines.append(f"    (not offered to the agent: {reason})")
         blocks.append("\n".join(lines))
     return "\n".join(blocks)
 
@@ -87,9 +105,35 @@ def format_result(result: CallToolResult) -> str:
     return text
 
 
+def url_problem(url: str) -> str | None:
+    """What is wrong with an endpoint URL, or None."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a port out of range
+    except ValueError as error:
+        return f"the URL {url!r} is malformed ({error})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"the URL {url!r} must start with http:// or https:// and name a host"
+    return None
+
+
+def _print_log(level: str, data: Any) -> None:
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    print(f"server log ({level}): {text}", file=sys.stderr)
+
+
 async def _run(args: argparse.Namespace) -> int:
     token = args.token if args.token is not None else os.environ.get("MCP_TOKEN")
-    async with MCPClient(args.url, token=token, tool_timeout_s=args.timeout) as client:
+    client = MCPClient(
+        args.url,
+        token=token,
+        token_hint=TOKEN_HINT,
+        request_timeout_s=args.timeout,
+        tool_timeout_s=args.timeout,
+        on_elicit=terminal_handler(assume_yes=args.yes),
+        on_log=_print_log,
+    )
+    async with client:
         if args.command == "tools":
             print(format_tools(await client.refresh_tools()))
             return EXIT_OK
@@ -104,6 +148,13 @@ async def _run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    problem = url_problem(args.url)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_FAILURE
+    if not args.timeout > 0:
+        print("error: --timeout must be a positive number of seconds", file=sys.stderr)
+        return EXIT_FAILURE
     if args.command == "call":
         try:
             args.call_arguments = json.loads(args.arguments)

@@ -12,6 +12,10 @@ handshake with an optional ``server/discover`` and stamps the protocol version, 
 info and capabilities into every request's ``_meta``; there is no session. To add it,
 give :meth:`MCPClient._handshake` a discover branch and stamp ``_meta`` in
 :meth:`MCPClient._exchange`; the HTTP binding already works without a session id.
+
+After the handshake the client opens the server's standalone event stream (if it offers
+one) and keeps it open: a server sends tool-list changes, log messages and requests such
+as elicitation on it outside any request.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from importlib import metadata
 from types import TracebackType
 from typing import Any, Final, TypeVar
@@ -27,6 +31,8 @@ from typing import Any, Final, TypeVar
 from mcp_types import (
     CallToolResult,
     ClientCapabilities,
+    ElicitationCapability,
+    FormElicitationCapability,
     Implementation,
     InitializeRequestParams,
     InitializeResult,
@@ -35,6 +41,8 @@ from mcp_types import (
     Tool,
 )
 from mcp_types.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
     METHOD_NOT_FOUND,
     ErrorData,
     JSONRPCError,
@@ -45,6 +53,12 @@ from mcp_types.jsonrpc import (
 )
 from pydantic import BaseModel, ValidationError
 
+from agent_py.mcp.auth import Authorizer
+from agent_py.mcp.elicitation import (
+    ElicitationHandler,
+    UnsupportedSchemaError,
+    parse_form,
+)
 from agent_py.mcp.errors import (
     MCPError,
     MCPProtocolError,
@@ -53,8 +67,8 @@ from agent_py.mcp.errors import (
     MCPTimeoutError,
 )
 from agent_py.mcp.results import describe_validation_error, parse_call_tool_result
-from agent_py.mcp.streamable_http import StreamableHTTPConnection
-from agent_py.mcp.transport import HTTPTransport, cpython_transport
+from agent_py.mcp.streamable_http import TOKEN_HINT, StreamableHTTPConnection
+from agent_py.mcp.transport import HTTPResponse, HTTPTransport, cpython_transport
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +83,8 @@ MAX_TOOL_PAGES = 100
 ProgressHandler = Callable[[float, float | None, str | None], None]
 """Receives ``(progress, total, message)`` of a request's progress notifications."""
 ToolsChangedHandler = Callable[[list[Tool]], None]
+LogHandler = Callable[[str, Any], None]
+"""Receives ``(level, data)`` of the server's ``notifications/message``."""
 
 _ResultT = TypeVar("_ResultT", bound=BaseModel)
 
@@ -96,16 +112,26 @@ class MCPClient:
         *,
         transport: HTTPTransport | None = None,
         token: str | None = None,
+        auth: Authorizer | None = None,
+        token_hint: str = TOKEN_HINT,
         name: str | None = None,
         client_info: Implementation = CLIENT_INFO,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
         on_tools_changed: ToolsChangedHandler | None = None,
+        on_elicit: ElicitationHandler | None = None,
+        on_log: LogHandler | None = None,
+        listen: bool = True,
         max_message_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self.url = url
         self.name = name
         self.on_tools_changed = on_tools_changed
+        self.on_elicit = on_elicit
+        """Answers the server's form requests; without one the client declares no
+        elicitation capability."""
+        self.on_log = on_log
+        self._listen = listen
         self._label = f"The MCP server {name!r}" if name else f"The MCP server at {url}"
         self._client_info = client_info
         self._request_timeout_s = request_timeout_s
@@ -114,8 +140,12 @@ class MCPClient:
             url,
             transport if transport is not None else cpython_transport(),
             token=token,
+            auth=auth,
+            token_hint=token_hint,
             max_message_bytes=max_message_bytes,
         )
+        self._stream_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
         self._progress: dict[ProgressToken, ProgressHandler] = {}
         self._initialized: InitializeResult | None = None
@@ -148,6 +178,11 @@ class MCPClient:
         return self._connection.session_id
 
     @property
+    def listening(self) -> bool:
+        """Whether the server's standalone event stream is open."""
+        return self._stream_task is not None and not self._stream_task.done()
+
+    @property
     def tools(self) -> list[Tool]:
         """The tools from the last listing (see :meth:`refresh_tools`)."""
         return list(self._tools)
@@ -167,8 +202,13 @@ class MCPClient:
         if self._closed:
             return
         self._closed = True
+        await self._stop_listening()
+        for task in list(self._background):
+            task.cancel()
         try:
-            await self._connection.terminate()
+            await self._connection.terminate(
+                timeout_s=min(CANCEL_TIMEOUT_S, self._request_timeout_s)
+            )
         finally:
             await self._connection.transport.aclose()
 
@@ -270,10 +310,16 @@ class MCPClient:
         return result
 
     async def _handshake(self) -> InitializeResult:
+        await self._stop_listening()
         self._connection.reset_session()
+        capabilities = ClientCapabilities()
+        if self.on_elicit is not None:
+            capabilities = ClientCapabilities(
+                elicitation=ElicitationCapability(form=FormElicitationCapability())
+            )
         params = InitializeRequestParams(
             protocol_version=SUPPORTED_PROTOCOL_VERSIONS[0],
-            capabilities=ClientCapabilities(),
+            capabilities=capabilities,
             client_info=self._client_info,
         )
         raw = await self._exchange(
@@ -295,7 +341,51 @@ class MCPClient:
             JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized"),
             timeout_s=self._request_timeout_s,
         )
+        if self._listen:
+            await self._start_listening()
         return result
+
+    async def _start_listening(self) -> None:
+        """Open the standalone event stream; a server that has none (405) or fails to open
+        one still works, only without messages outside requests."""
+        try:
+            async with asyncio.timeout(self._request_timeout_s):
+                response = await self._connection.open_stream(timeout_s=self._request_timeout_s)
+        except (MCPError, TimeoutError) as error:
+            logger.info("%s: no event stream: %s", self._label, error)
+            return
+        if response is None:
+            return
+        self._stream_task = asyncio.create_task(self._keep_listening(response))
+
+    async def _keep_listening(self, response: HTTPResponse) -> None:
+        try:
+            await self._connection.listen(
+                response, self._on_stream_message, timeout_s=self._request_timeout_s
+            )
+        except MCPError as error:
+            logger.info("%s: its event stream stopped: %s", self._label, error)
+
+    async def _stop_listening(self) -> None:
+        task, self._stream_task = self._stream_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task])  # unlike ``await task``, keeps our own cancellation
+
+    async def _on_stream_message(self, message: JSONRPCMessage) -> None:
+        """A message outside any request: nothing will re-list the tools on its way back,
+        and a server request must not hold up the stream."""
+        if isinstance(message, JSONRPCRequest):
+            self._spawn(self._answer_server_request(message))
+            return
+        await self._on_message(message)
+        if self._tools_stale:
+            self._spawn(self._refresh_tools_quietly())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _restart_session(self, expired_session_id: str) -> None:
         async with self._handshake_lock:
@@ -352,9 +442,10 @@ class MCPClient:
             method="notifications/cancelled",
             params={"requestId": request_id, "reason": reason},
         )
+        limit = min(CANCEL_TIMEOUT_S, self._request_timeout_s)
         try:
-            async with asyncio.timeout(CANCEL_TIMEOUT_S):
-                await self._connection.send(notification, timeout_s=CANCEL_TIMEOUT_S)
+            async with asyncio.timeout(limit):
+                await self._connection.send(notification, timeout_s=limit)
         except (MCPError, TimeoutError) as error:
             logger.info("%s: could not cancel request %s: %s", self._label, request_id, error)
 
@@ -384,27 +475,54 @@ class MCPClient:
                 except Exception:  # a broken progress display must not break the call
                     logger.exception("progress handler failed")
         elif message.method == "notifications/message":
-            logger.info("%s logs: %s", self._label, params.get("data"))
+            level = str(params.get("level") or "info")
+            logger.info("%s logs (%s): %s", self._label, level, params.get("data"))
+            if self.on_log is not None:
+                try:
+                    self.on_log(level, params.get("data"))
+                except Exception:  # a broken log display must not break the session
+                    logger.exception("log handler failed")
 
     async def _answer_server_request(self, request: JSONRPCRequest) -> None:
-        # We declare no client capabilities (sampling, roots, elicitation), so ping is the
-        # only server request we serve.
+        # Ping, and elicitation when a handler is set: the only client features declared.
         reply: JSONRPCResponse | JSONRPCError
         if request.method == "ping":
             reply = JSONRPCResponse(jsonrpc="2.0", id=request.id, result={})
+        elif request.method == "elicitation/create" and self.on_elicit is not None:
+            reply = await self._elicit(request)
         else:
-            reply = JSONRPCError(
-                jsonrpc="2.0",
-                id=request.id,
-                error=ErrorData(
-                    code=METHOD_NOT_FOUND,
-                    message=f"This client does not support {request.method}",
-                ),
+            reply = _error_reply(
+                request, METHOD_NOT_FOUND, f"This client does not support {request.method}"
             )
         try:
             await self._connection.send(reply, timeout_s=self._request_timeout_s)
         except MCPError as error:
             logger.info("%s: could not answer %s: %s", self._label, request.method, error)
+
+    async def _elicit(self, request: JSONRPCRequest) -> JSONRPCResponse | JSONRPCError:
+        assert self.on_elicit is not None
+        try:
+            form = parse_form(self.name or self.url, request.params or {})
+        except UnsupportedSchemaError as error:
+            return _error_reply(request, INVALID_PARAMS, f"Cannot ask the user: {error}")
+        try:
+            answer = await self.on_elicit(form)
+        except Exception as error:
+            logger.exception("elicitation handler failed")
+            return _error_reply(request, INTERNAL_ERROR, f"The form failed: {error}")
+        result: dict[str, Any] = {"action": answer.action}
+        if answer.action == "accept":
+            content = dict(answer.content or {})
+            problems = form.problems(content)
+            if problems:
+                # Nothing that breaks the schema leaves the client.
+                return _error_reply(
+                    request,
+                    INTERNAL_ERROR,
+                    f"The answer does not match the requested schema: {'; '.join(problems)}",
+                )
+            result["content"] = content
+        return JSONRPCResponse(jsonrpc="2.0", id=request.id, result=result)
 
     async def _list_tools(self) -> list[Tool]:
         tools: list[Tool] = []
@@ -461,3 +579,7 @@ class MCPClient:
             text = f"{self._label} answered {what} with an error"
         text += f": {detail} (code {error.code})." if detail else f" (code {error.code})."
         return MCPRemoteError(text, code=error.code, remote_message=error.message, data=error.data)
+
+
+def _error_reply(request: JSONRPCRequest, code: int, message: str) -> JSONRPCError:
+    return JSONRPCError(jsonrpc="2.0", id=request.id, error=ErrorData(code=code, message=message))

@@ -10,7 +10,9 @@ without parsing messages.
     ├── MCPTimeoutError         no answer in time (the request was cancelled)
     ├── MCPHTTPError            an HTTP status that is not a success
     │   ├── MCPAuthError        401 / 403
-    │   └── MCPSessionExpiredError  404 for a request that carried a session id
+    │   └── MCPSessionExpiredError  404 (or a 400 naming the session) for a request that
+    │                               carried a session id
+    ├── MCPAuthorizationError   OAuth: no token could be had (discovery, consent, exchange)
     ├── MCPProtocolError        an answer that is not MCP: garbage, cut off, wrong version
     └── MCPRemoteError          the server answered with a JSON-RPC error
 """
@@ -53,14 +55,20 @@ class MCPAuthError(MCPHTTPError):
 
 
 class MCPSessionExpiredError(MCPHTTPError):
-    """HTTP 404 for a request with a session id: the server ended the session.
+    """HTTP 404 for a request with a session id: the server ended the session. Some servers
+    answer 400 with a message about the session instead; that counts too.
 
     The client starts a new session and replays the request once; users see this only if
     that fails too."""
 
-    def __init__(self, message: str, *, session_id: str, body: str = "") -> None:
-        super().__init__(message, status=404, body=body)
+    def __init__(self, message: str, *, session_id: str, status: int = 404, body: str = "") -> None:
+        super().__init__(message, status=status, body=body)
         self.session_id = session_id
+
+
+class MCPAuthorizationError(MCPError):
+    """Getting a token failed: discovery, registration, the user's consent, or the token
+    endpoint. The message says which step and what the server said."""
 
 
 class MCPProtocolError(MCPError):

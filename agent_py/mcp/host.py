@@ -21,7 +21,9 @@ from urllib.parse import urlsplit
 from mcp_types import Tool
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agent_py.mcp.auth import Authorizer
 from agent_py.mcp.client import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_TOOL_TIMEOUT_S, MCPClient
+from agent_py.mcp.elicitation import ElicitationHandler
 from agent_py.mcp.errors import MCPConfigError, MCPError
 from agent_py.mcp.results import content_text, result_data
 from agent_py.mcp.transport import HTTPTransport, cpython_transport
@@ -64,9 +66,10 @@ class MCPServerConfig(BaseModel):
     @classmethod
     def _http_url(cls, url: str) -> str:
         url = url.strip()
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+        parts = urlsplit(url)  # ValueError for a malformed IPv6 host
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("the server URL must start with http:// or https://")
+        parts.port  # noqa: B018 -- ValueError for a port out of range
         return url
 
     @field_validator("token")
@@ -89,9 +92,13 @@ class MCPServerStatus(BaseModel):
     protocol_version: str | None = None
     server_name: str | None = None
     """The name the server gives itself."""
+    left_out: list[str] = Field(default_factory=list)
+    """Tools the agent is not given, each as ``name: why``."""
 
 
 TransportFactory = Callable[[MCPServerConfig], HTTPTransport]
+AuthorizerFactory = Callable[[MCPServerConfig, HTTPTransport], Authorizer | None]
+"""The OAuth authorizer for a server (None: the configured token only)."""
 StatusCallback = Callable[[MCPServerStatus], None]
 
 
@@ -104,6 +111,18 @@ def default_transport_factory(config: MCPServerConfig) -> HTTPTransport:
             "use 'http' or 'auto' here."
         )
     return cpython_transport()
+
+
+TASKS_REQUIRED_NOTE = "needs task-augmented calls, which this client does not make"
+
+
+def unusable_reason(tool: Tool) -> str | None:
+    """Why the agent cannot call a tool, or None. A tool that requires task-augmented
+    execution fails every plain call."""
+    execution = tool.execution
+    if execution is not None and execution.task_support == "required":
+        return TASKS_REQUIRED_NOTE
+    return None
 
 
 def namespaced_tool_name(server: str, tool: str) -> str:
@@ -175,8 +194,12 @@ class MCPClientHost:
         transport_factory: TransportFactory = default_transport_factory,
         on_status: StatusCallback | None = None,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        on_elicit: ElicitationHandler | None = None,
+        authorizer_factory: AuthorizerFactory | None = None,
     ) -> None:
         self._transport_factory = transport_factory
+        self._on_elicit = on_elicit
+        self._authorizer_factory = authorizer_factory
         self._on_status = on_status
         self._request_timeout_s = request_timeout_s
         self._servers: dict[str, _Server] = {}
@@ -237,10 +260,18 @@ class MCPClientHost:
         config = entry.config
         client: MCPClient | None = None
         try:
+            transport = self._transport_factory(config)
+            auth = (
+                self._authorizer_factory(config, transport)
+                if self._authorizer_factory is not None
+                else None
+            )
             client = MCPClient(
                 config.url,
-                transport=self._transport_factory(config),
+                transport=transport,
                 token=config.token,
+                auth=auth,
+                on_elicit=self._on_elicit,
                 name=config.name,
                 request_timeout_s=self._request_timeout_s,
                 tool_timeout_s=config.timeout_s,
@@ -256,7 +287,7 @@ class MCPClientHost:
                 await _close_quietly(client)
             message = str(error) if isinstance(error, MCPError) else f"Unexpected error: {error!r}"
             entry.status = entry.status.model_copy(
-                update={"state": "error", "error": message, "tool_count": 0}
+                update={"state": "error", "error": message, "tool_count": 0, "left_out": []}
             )
             self._emit(entry)
             return
@@ -279,11 +310,15 @@ class MCPClientHost:
         if client is None:  # a listing that finished after the server was removed
             return
         timeout_s = entry.config.timeout_s
+        left_out = [f"{t.name}: {why}" for t in tools if (why := unusable_reason(t)) is not None]
         entry.tools = [
             MCPTool(server=entry.config.name, tool=tool, client=client, call_timeout_s=timeout_s)
             for tool in tools
+            if unusable_reason(tool) is None
         ]
-        entry.status = entry.status.model_copy(update={"tool_count": len(entry.tools)})
+        entry.status = entry.status.model_copy(
+            update={"tool_count": len(entry.tools), "left_out": left_out}
+        )
         if entry.status.state == "connected":
             self._emit(entry)
 

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from agent_py.mcp.errors import MCPConnectionError, MCPTimeoutError
+from agent_py.mcp.errors import MCPConfigError, MCPConnectionError, MCPTimeoutError
 from agent_py.mcp.transport import HTTPResponse, HTTPTransport
 
 
@@ -61,7 +61,10 @@ class HttpxTransport(HTTPTransport):
         body: bytes | None,
         timeout_s: float | None,
     ) -> HTTPResponse:
-        request = self._client.build_request(method, url, headers=dict(headers), content=body)
+        try:
+            request = self._client.build_request(method, url, headers=dict(headers), content=body)
+        except httpx.InvalidURL as error:
+            raise MCPConfigError(f"The URL {url!r} is malformed ({error}).") from error
         try:
             async with asyncio.timeout(timeout_s):
                 response = await self._client.send(request, stream=True)

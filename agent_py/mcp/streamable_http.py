@@ -12,19 +12,23 @@ session.
 An SSE stream may stop before the response once the server has sent an event id (SEP-1699,
 revision 2025-11-25); the binding then waits the server's ``retry`` time and resumes with
 GET and ``Last-Event-ID``. Without an event id, a stream that ends early is an error.
+A server may poll this way for as long as a call runs: only streams that end without
+delivering anything count towards :data:`MAX_RESUMES`.
+
+:meth:`StreamableHTTPConnection.listen` holds the optional standalone GET stream on which
+a server sends messages outside any request (405: the server offers none).
 
 This module knows the HTTP side only; the protocol (ids, handshake, what messages mean)
-lives in :mod:`agent_py.mcp.client`. It does not open the optional standalone GET stream
-for server-initiated messages: a page cannot hold one open per server through the
-extension bridge, and tool-list changes also arrive on the response streams.
+lives in :mod:`agent_py.mcp.client`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeGuard
 
 from mcp_types.jsonrpc import (
@@ -36,6 +40,7 @@ from mcp_types.jsonrpc import (
 )
 from pydantic import ValidationError
 
+from agent_py.mcp.auth import Authorizer
 from agent_py.mcp.errors import (
     MCPAuthError,
     MCPConnectionError,
@@ -47,14 +52,19 @@ from agent_py.mcp.results import describe_size, describe_validation_error
 from agent_py.mcp.sse import SSEDecoder, SSEEvent
 from agent_py.mcp.transport import HTTPResponse, HTTPTransport
 
+logger = logging.getLogger(__name__)
+
 MessageHandler = Callable[[JSONRPCMessage], Awaitable[None]]
 Answer = JSONRPCResponse | JSONRPCError
 
 ACCEPT_ANSWER = "application/json, text/event-stream"
 MAX_RESUMES = 3
+"""Resumptions in a row that deliver nothing before a stream counts as lost."""
 DEFAULT_RETRY_S = 0.5
 MAX_RETRY_S = 5.0
 ERROR_BODY_LIMIT = 4096
+TOKEN_HINT = "Add one in this server's settings."
+"""What a user without a token should do; the terminal command names its own option."""
 _SESSION_ID = re.compile(r"[\x21-\x7e]+")
 
 
@@ -103,6 +113,10 @@ def _answers(message: JSONRPCMessage, request_id: int | str) -> TypeGuard[Answer
     return isinstance(message, JSONRPCError) and message.id in (request_id, None)
 
 
+def _retry_delay(retry_ms: int | None) -> float:
+    return min(retry_ms / 1000, MAX_RETRY_S) if retry_ms is not None else DEFAULT_RETRY_S
+
+
 def _media_type(response: HTTPResponse) -> str:
     return response.headers.get("content-type", "").split(";")[0].strip().lower()
 
@@ -138,6 +152,8 @@ class StreamableHTTPConnection:
         transport: HTTPTransport,
         *,
         token: str | None = None,
+        auth: Authorizer | None = None,
+        token_hint: str = TOKEN_HINT,
         max_message_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self.url = url
@@ -146,6 +162,8 @@ class StreamableHTTPConnection:
         self.protocol_version: str | None = None
         """Sent as ``MCP-Protocol-Version`` once set (after initialize)."""
         self._token = token or None
+        self._auth = auth
+        self._token_hint = token_hint
         self._max_message_bytes = max_message_bytes
 
     def reset_session(self) -> None:
@@ -158,10 +176,10 @@ class StreamableHTTPConnection:
     ) -> Answer:
         """POST a request; pass every other message that arrives to ``on_message``; return
         the response or error that answers it."""
-        sent_session = self.session_id
-        response = await self._send("POST", encode_message(message), ACCEPT_ANSWER, timeout_s)
+        response = await self._exchange(
+            "POST", encode_message(message), ACCEPT_ANSWER, timeout_s, message.method
+        )
         try:
-            await self._check_status(response, sent_session, message.method)
             if message.method == "initialize":
                 self._take_session_id(response)
             media_type = _media_type(response)
@@ -184,18 +202,110 @@ class StreamableHTTPConnection:
     ) -> None:
         """POST a notification or a response to a server request (answered 202)."""
         what = message.method if isinstance(message, JSONRPCNotification) else "a response"
-        sent_session = self.session_id
-        response = await self._send("POST", encode_message(message), ACCEPT_ANSWER, timeout_s)
+        response = await self._exchange(
+            "POST", encode_message(message), ACCEPT_ANSWER, timeout_s, what
+        )
+        await response.aclose()
+
+    async def open_stream(self, *, timeout_s: float | None) -> HTTPResponse | None:
+        """Open the standalone GET stream for messages outside any request; None when the
+        server offers none (HTTP 405)."""
         try:
-            await self._check_status(response, sent_session, what)
-        finally:
+            response = await self._exchange(
+                "GET", None, "text/event-stream", timeout_s, "the event stream"
+            )
+        except MCPHTTPError as error:
+            if error.status == 405:
+                return None
+            raise
+        if _media_type(response) != "text/event-stream":
             await response.aclose()
+            raise MCPProtocolError(
+                f"The server at {self.url} answered the GET for its event stream without an "
+                "event stream."
+            )
+        return response
+
+    async def listen(
+        self,
+        response: HTTPResponse,
+        on_message: MessageHandler,
+        *,
+        timeout_s: float | None,
+    ) -> None:
+        """Read the standalone stream opened by :meth:`open_stream`, handing every message to
+        ``on_message``; reopen it (with ``Last-Event-ID`` when the server gave ids) when it
+        ends, until :data:`MAX_RESUMES` reopenings in a row deliver nothing. Returns when
+        the server stops offering it; raises what made it impossible to reopen."""
+        decoder = SSEDecoder(max_event_bytes=self._max_message_bytes)
+        failures = 0
+        while True:
+            delivered = False
+            try:
+                async for chunk in response.chunks():
+                    for event in decoder.feed(chunk):
+                        delivered = True
+                        await self._take_stream_event(event, on_message)
+                for event in decoder.finish():
+                    delivered = True
+                    await self._take_stream_event(event, on_message)
+            except MCPConnectionError as error:
+                logger.info("The event stream of %s broke: %s", self.url, error)
+            finally:
+                await response.aclose()
+            failures = 0 if delivered else failures + 1
+            if failures > MAX_RESUMES:
+                raise MCPConnectionError(
+                    f"The event stream of the server at {self.url} kept ending without a message."
+                )
+            await asyncio.sleep(_retry_delay(decoder.retry_ms))
+            reopened = await self._reopen_stream(decoder.last_event_id, timeout_s)
+            if reopened is None:
+                return
+            response, decoder = reopened, decoder.resumed()
+
+    async def _reopen_stream(
+        self, last_event_id: str, timeout_s: float | None
+    ) -> HTTPResponse | None:
+        extra = {"Last-Event-ID": last_event_id} if last_event_id else {}
+        try:
+            response = await self._exchange(
+                "GET", None, "text/event-stream", timeout_s, "the event stream", extra
+            )
+        except MCPHTTPError as error:
+            if error.status in (404, 405):  # no stream now, or the session is gone
+                return None
+            raise
+        if _media_type(response) != "text/event-stream":
+            await response.aclose()
+            return None
+        return response
+
+    async def _take_stream_event(self, event: SSEEvent, on_message: MessageHandler) -> None:
+        if event.event != "message" or not event.data.strip():
+            return
+        try:
+            value: Any = json.loads(event.data)
+        except ValueError:
+            logger.info("%s sent an event that is not JSON on its stream", self.url)
+            return
+        for item in value if isinstance(value, list) else [value]:
+            try:
+                message = parse_message(item)
+            except MCPProtocolError as error:
+                logger.info("%s: %s", self.url, error)
+                continue
+            await on_message(message)
 
     async def terminate(self, *, timeout_s: float | None = 5.0) -> bool:
         """DELETE the session, if there is one. Best effort: True if the server agreed."""
         if self.session_id is None:
             return False
-        headers = self._headers(ACCEPT_ANSWER, with_body=False)
+        try:
+            bearer = await self._auth.access_token() if self._auth is not None else None
+        except Exception:  # no token, no DELETE: the server ends the session on its own
+            bearer = None
+        headers = self._headers(ACCEPT_ANSWER, with_body=False, bearer=bearer)
         self.reset_session()
         try:
             response = await self.transport.send("DELETE", self.url, headers, None, timeout_s)
@@ -204,7 +314,9 @@ class StreamableHTTPConnection:
         await response.aclose()
         return 200 <= response.status < 300
 
-    def _headers(self, accept: str, *, with_body: bool) -> dict[str, str]:
+    def _headers(
+        self, accept: str, *, with_body: bool, bearer: str | None = None
+    ) -> dict[str, str]:
         headers = {"Accept": accept}
         if with_body:
             headers["Content-Type"] = "application/json"
@@ -212,15 +324,46 @@ class StreamableHTTPConnection:
             headers["Mcp-Session-Id"] = self.session_id
         if self.protocol_version is not None:
             headers["MCP-Protocol-Version"] = self.protocol_version
-        if self._token is not None:
-            headers["Authorization"] = f"Bearer {self._token}"
+        bearer = bearer if bearer is not None else self._token
+        if bearer is not None:
+            headers["Authorization"] = f"Bearer {bearer}"
         return headers
 
-    async def _send(
-        self, method: str, body: bytes | None, accept: str, timeout_s: float | None
+    async def _exchange(
+        self,
+        method: str,
+        body: bytes | None,
+        accept: str,
+        timeout_s: float | None,
+        what: str,
+        extra_headers: Mapping[str, str] | None = None,
     ) -> HTTPResponse:
-        headers = self._headers(accept, with_body=body is not None)
-        return await self.transport.send(method, self.url, headers, body, timeout_s)
+        """Send one HTTP request and check its status. When an authorizer is set, a 401 or a
+        403 for a missing scope lets it get a (better) token, and the request goes again,
+        once."""
+        for attempt in range(2):
+            sent_session = self.session_id
+            bearer = await self._auth.access_token() if self._auth is not None else None
+            headers = self._headers(accept, with_body=body is not None, bearer=bearer)
+            headers.update(extra_headers or {})
+            response = await self.transport.send(method, self.url, headers, body, timeout_s)
+            if (
+                attempt == 0
+                and self._auth is not None
+                and response.status in (401, 403)
+                and await self._auth.challenge(
+                    response.status, response.headers.get("www-authenticate", "")
+                )
+            ):
+                await response.aclose()
+                continue
+            try:
+                await self._check_status(response, sent_session, what)
+            except BaseException:
+                await response.aclose()
+                raise
+            return response
+        raise AssertionError("unreachable")
 
     def _take_session_id(self, response: HTTPResponse) -> None:
         session_id = response.headers.get("mcp-session-id")
@@ -240,23 +383,25 @@ class StreamableHTTPConnection:
             return
         body, _ = await response.read(ERROR_BODY_LIMIT)
         text = body.decode("utf-8", "replace")
-        if status == 404 and sent_session is not None:
-            raise MCPSessionExpiredError(
-                f"The server at {self.url} ended the session (HTTP 404).",
-                session_id=sent_session,
-                body=text,
-            )
         detail = _error_detail(body)
         said = f" The server said: {detail}" if detail else ""
+        # 404 is the spec's answer for a session the server no longer knows; some servers
+        # (server-everything) answer 400 and name the session instead.
+        if sent_session is not None and (
+            status == 404 or (status == 400 and "session" in detail.lower())
+        ):
+            raise MCPSessionExpiredError(
+                f"The server at {self.url} ended the session (HTTP {status}).{said}",
+                session_id=sent_session,
+                status=status,
+                body=text,
+            )
         where = f"The server at {self.url}"
         if status == 401:
-            if self._token is None:
-                message = f"{where} needs a token (HTTP 401). Add one in this server's settings."
+            if self._token is None and self._auth is None:
+                message = f"{where} needs a token (HTTP 401). {self._token_hint}"
             else:
-                message = (
-                    f"{where} refused the token (HTTP 401). "
-                    "Check the token in this server's settings."
-                )
+                message = f"{where} refused the token (HTTP 401). {self._token_hint}"
             raise MCPAuthError(message + said, status=status, body=text)
         if status == 403:
             raise MCPAuthError(
@@ -332,13 +477,16 @@ class StreamableHTTPConnection:
         resumes = 0
         while True:
             broke: MCPConnectionError | None = None
+            delivered = False
             try:
                 async for chunk in response.chunks():
                     for event in decoder.feed(chunk):
+                        delivered = True
                         answer = await self._take_event(event, request, on_message)
                         if answer is not None:
                             return answer
                 for event in decoder.finish():
+                    delivered = True
                     answer = await self._take_event(event, request, on_message)
                     if answer is not None:
                         return answer
@@ -347,6 +495,9 @@ class StreamableHTTPConnection:
             finally:
                 await response.aclose()
             # The stream ended without the answer: resume it if the server made that possible.
+            # A stream that delivered something was the server polling, not a failure.
+            if delivered:
+                resumes = 0
             if not decoder.last_event_id or resumes == MAX_RESUMES:
                 if broke is not None:
                     raise MCPConnectionError(
@@ -358,22 +509,21 @@ class StreamableHTTPConnection:
                     "before the answer: the answer was cut off."
                 )
             resumes += 1
-            retry_ms = decoder.retry_ms
-            await asyncio.sleep(
-                min(retry_ms / 1000, MAX_RETRY_S) if retry_ms is not None else DEFAULT_RETRY_S
-            )
+            await asyncio.sleep(_retry_delay(decoder.retry_ms))
             response = await self._resume(decoder.last_event_id, request.method, timeout_s)
             decoder = decoder.resumed()
 
     async def _resume(self, last_event_id: str, what: str, timeout_s: float | None) -> HTTPResponse:
-        sent_session = self.session_id
-        headers = self._headers("text/event-stream", with_body=False)
-        headers["Last-Event-ID"] = last_event_id
-        response = await self.transport.send("GET", self.url, headers, None, timeout_s)
         try:
-            await self._check_status(response, sent_session, f"resuming {what}")
+            response = await self._exchange(
+                "GET",
+                None,
+                "text/event-stream",
+                timeout_s,
+                f"resuming {what}",
+                {"Last-Event-ID": last_event_id},
+            )
         except MCPHTTPError as error:
-            await response.aclose()
             if error.status == 405:
                 raise MCPProtocolError(
                     f"The server's event stream for {what} ended before the answer, and the "

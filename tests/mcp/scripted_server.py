@@ -93,7 +93,9 @@ def initialize_result(version: str = PROTOCOL) -> dict[str, Any]:
 
 class MCPScript:
     """A minimal MCP server: it answers initialize (with a session id), notifications and
-    DELETE, and hands every other request to ``on_request``."""
+    DELETE, and hands every other request to ``on_request``. The GET that opens the
+    standalone event stream (one without ``Last-Event-ID``) goes to ``on_stream``; without
+    one it is answered 405, as by a server that offers no such stream."""
 
     def __init__(
         self,
@@ -101,8 +103,10 @@ class MCPScript:
         *,
         version: str = PROTOCOL,
         session_ids: list[str] | None = None,
+        on_stream: Callable[[Request], Reply | Awaitable[Reply]] | None = None,
     ) -> None:
         self.on_request = on_request
+        self.on_stream = on_stream
         self.version = version
         self._session_ids = list(
             ["session-1", "session-2", "session-3"] if session_ids is None else session_ids
@@ -111,6 +115,11 @@ class MCPScript:
     async def __call__(self, request: Request) -> Reply:
         if request.method == "DELETE":
             return Reply(200)
+        if request.method == "GET" and "last-event-id" not in request.headers:
+            if self.on_stream is None:
+                return Reply(405)
+            reply = self.on_stream(request)
+            return await reply if inspect.isawaitable(reply) else reply
         message = request.json() if request.method == "POST" else None
         if isinstance(message, dict) and "id" not in message:
             return Reply(202)  # a notification or a response

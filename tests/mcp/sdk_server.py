@@ -4,14 +4,19 @@ Run as ``python sdk_server.py PORT [--token TOKEN] [--json-response]``. It liste
 127.0.0.1 only. Besides its tools it keeps a journal of what it received (methods, the
 ``MCP-Protocol-Version`` header, cancellations) that the ``journal`` tool returns, so a
 test can assert what the client sent.
+
+It keeps its events in memory, so streams can be resumed: ``process_batch`` closes its
+own response stream at every checkpoint, as the SDK's ``sse-polling-demo`` does, and
+``announce_later`` speaks outside any request, on the standalone GET stream.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as types
 from mcp.server.auth.provider import AccessToken
@@ -19,11 +24,52 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel
+from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+from pydantic import BaseModel, Field
 
 PAGE_SIZE = 4
 
 journal: list[dict[str, Any]] = []
+
+
+class MemoryEventStore(EventStore):
+    """Every event of every stream, kept for replay after ``Last-Event-ID``."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._events: list[tuple[str, str, Any]] = []  # (event id, stream id, message)
+
+    async def store_event(self, stream_id: str, message: Any) -> str:
+        event_id = str(next(self._ids))
+        self._events.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id: str, send_callback: EventCallback) -> Any:
+        stream = next((s for e, s, _ in self._events if e == last_event_id), None)
+        if stream is None:
+            return None
+        after = False
+        for event_id, stream_id, message in self._events:
+            if after and stream_id == stream and message is not None:
+                await send_callback(EventMessage(message, event_id))
+            after = after or event_id == last_event_id
+        return stream
+
+
+class Profile(BaseModel):
+    """What ``ask_user`` asks for."""
+
+    name: str = Field(description="Your name")
+    age: int = Field(default=30, ge=0, le=150, description="Your age")
+    subscribe: bool = Field(default=False, description="Send me news")
+
+
+class Preferences(BaseModel):
+    """What ``ask_preferences`` asks for: every answer has a default."""
+
+    colour: Literal["red", "blue"] = "blue"
+    count: int = Field(default=3, ge=1, le=9)
+    notify: bool = True
 
 
 class StaticTokenVerifier:
@@ -76,6 +122,7 @@ def build_server(token: str | None) -> MCPServer:
             "token_verifier": StaticTokenVerifier(token),
         }
     server = MCPServer("test-server", middleware=[record_and_paginate], **auth)
+    background: set[asyncio.Task[None]] = set()
 
     @server.tool(description="Echo the text back.")
     def echo(text: str) -> str:
@@ -111,6 +158,47 @@ def build_server(token: str | None) -> MCPServer:
         )
         return f"registered {name}"
 
+    @server.tool(description="Process items, closing the response stream at checkpoints.")
+    async def process_batch(ctx: Context, items: int = 10, checkpoint_every: int = 2) -> str:
+        for item in range(1, items + 1):
+            await ctx.report_progress(item, items, f"item {item} of {items}")
+            if item % checkpoint_every == 0:
+                journal.append({"method": "process_batch/checkpoint", "item": item})
+                await ctx.close_sse_stream()
+            await asyncio.sleep(0.05)
+        return f"processed {items} items"
+
+    @server.tool(description="Later, outside this call: log, add tool NAME, announce it.")
+    async def announce_later(ctx: Context, name: str, delay_s: float = 0.3) -> str:
+        session = ctx.request_context.session
+
+        async def later() -> None:
+            await asyncio.sleep(delay_s)
+
+            def late(x: int) -> int:
+                return x
+
+            server.add_tool(late, name=name, description="Arrived later.")
+            await session.send_log_message("warning", f"added {name}", logger="sdk_server")
+            await session.send_tool_list_changed()
+
+        background.add(asyncio.create_task(later()))
+        return "later"
+
+    @server.tool(description="Ask the user for a profile and say what came back.")
+    async def ask_user(ctx: Context) -> str:
+        answer = await ctx.elicit("Who are you?", schema=Profile)
+        if answer.action == "accept":
+            return f"accept {answer.data.model_dump_json()}"
+        return answer.action
+
+    @server.tool(description="Ask for preferences that all have defaults.")
+    async def ask_preferences(ctx: Context) -> str:
+        answer = await ctx.elicit("Preferences?", schema=Preferences)
+        if answer.action == "accept":
+            return f"accept {answer.data.model_dump_json()}"
+        return answer.action
+
     @server.tool(description="What the server received so far.")
     def journal_entries() -> list[dict[str, Any]]:
         return journal
@@ -131,7 +219,12 @@ def main() -> None:
     parser.add_argument("--json-response", action="store_true")
     args = parser.parse_args()
     build_server(args.token).run(
-        "streamable-http", host="127.0.0.1", port=args.port, json_response=args.json_response
+        "streamable-http",
+        host="127.0.0.1",
+        port=args.port,
+        json_response=args.json_response,
+        event_store=None if args.json_response else MemoryEventStore(),
+        retry_interval=50,
     )
 
 

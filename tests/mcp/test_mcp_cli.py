@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 
-from mcp_servers import TOKEN, SDKServers
+from mcp_servers import TOKEN, ScriptedServers, SDKServers
+from scripted_server import MCPScript, Reply, Request, sse_reply
 
 
 async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -19,7 +21,7 @@ async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, s
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, **(env or {})},
     )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 
@@ -57,3 +59,68 @@ async def test_the_cli_lists_tools_calls_them_and_exits_with_a_meaningful_status
     code, _, err = bad_json
     assert code == 2
     assert "not valid JSON" in err
+
+
+async def test_a_malformed_url_is_a_usage_error_without_a_traceback() -> None:
+    port, bracket = await asyncio.gather(
+        run_cli("http://127.0.0.1:99999/mcp", "tools"), run_cli("http://[::1:3924/mcp", "tools")
+    )
+    assert port == (
+        2,
+        "",
+        "error: the URL 'http://127.0.0.1:99999/mcp' is malformed (Port out of range 0-65535)\n",
+    )
+    assert bracket[0] == 2
+    assert bracket[2] == "error: the URL 'http://[::1:3924/mcp' is malformed (Invalid IPv6 URL)\n"
+
+
+async def test_timeout_bounds_the_handshake_and_the_tool_listing(
+    scripted: ScriptedServers,
+) -> None:
+    never = asyncio.Event()
+
+    def hang_listing(request: Request) -> Reply:
+        return sse_reply(never)
+
+    silent = await scripted(lambda request: sse_reply(never))
+    slow_list = await scripted(MCPScript(hang_listing))
+    started = time.monotonic()
+    at_handshake, at_listing = await asyncio.gather(
+        run_cli(silent.url, "tools", "--timeout", "1"),
+        run_cli(slow_list.url, "tools", "--timeout", "1"),
+    )
+    elapsed = time.monotonic() - started
+    never.set()
+    assert at_handshake[0] == 2
+    assert "did not answer initialize within 1 s" in at_handshake[2]
+    assert at_listing[0] == 2
+    assert "did not answer tools/list within 1 s" in at_listing[2]
+    # Python's start-up on a busy machine is most of this; the old default was 30 s.
+    assert elapsed < 20
+
+
+async def test_the_401_message_names_the_cli_options(sdk_servers: SDKServers) -> None:
+    code, _, err = await run_cli(sdk_servers.secured_url, "tools")
+    assert code == 2
+    assert "needs a token (HTTP 401). Pass one with --token or in the MCP_TOKEN" in err
+    code, _, err = await run_cli(sdk_servers.secured_url, "tools", env={"MCP_TOKEN": "wrong"})
+    assert code == 2
+    assert "refused the token (HTTP 401). Pass one with --token" in err
+
+
+async def test_a_question_from_the_server_takes_the_defaults_under_yes_or_is_declined(
+    sdk_servers: SDKServers,
+) -> None:
+    """``ask_preferences`` has a default for everything; ``ask_user`` needs a name, which
+    has none, so --yes cannot answer it. Without a terminal the question is declined."""
+    url = sdk_servers.open_url
+    defaults, with_yes, no_terminal = await asyncio.gather(
+        run_cli(url, "--yes", "call", "ask_preferences"),
+        run_cli(url, "call", "ask_user", "--yes"),
+        run_cli(url, "call", "ask_user"),
+    )
+    assert defaults == (0, 'accept {"colour":"blue","count":3,"notify":true}\n', "")
+    assert with_yes[:2] == (0, "decline\n")
+    assert "--yes cannot answer it: Name is required. Declined." in with_yes[2]
+    assert no_terminal[:2] == (0, "decline\n")
+    assert "no terminal to answer on; declined (pass --yes" in no_terminal[2]

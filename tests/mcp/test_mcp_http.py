@@ -185,7 +185,7 @@ async def test_a_stream_that_stops_after_an_event_id_is_resumed_with_last_event_
     async with MCPClient(server.url) as client:
         outcome = await client.call_tool("anything")
     assert outcome.content == [TextContent(text="done")]
-    resume = [r for r in server.requests if r.method == "GET"]
+    resume = [r for r in server.requests if "last-event-id" in r.headers]
     assert len(resume) == 1
     assert resume[0].headers["last-event-id"] == "e1"
     assert resume[0].headers["accept"] == "text/event-stream"
@@ -242,11 +242,11 @@ async def test_a_stream_cut_off_before_the_answer_is_a_clear_error(
         (Reply(405, {}, []), MCPHTTPError, "not be a Streamable HTTP MCP endpoint"),
         (
             json_reply(
-                {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Bad session"}},
+                {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Bad params"}},
                 status=400,
             ),
             MCPHTTPError,
-            "bad request \\(HTTP 400\\). The server said: Bad session",
+            "bad request \\(HTTP 400\\). The server said: Bad params",
         ),
     ],
 )
