@@ -143,6 +143,9 @@ function onWorkerMessage(message) {
     case "token":
       $("live").textContent += message.text;
       return;
+    case "engine-note":
+      $("live").textContent += `\n[${message.text}]\n`;
+      return;
     case "sandbox-run":
       return runInSandbox(message);
     case "run-finished":

@@ -18,6 +18,8 @@
 //   {type: "ready", engine: {name, label, usable, reason}, gpu, timings}
 //   {type: "event", event}                  an agent event (JSONL history record)
 //   {type: "token", purpose, step, text}    streamed model output
+//   {type: "engine-note", purpose, step, text}   the engine's remark on a call, for the live
+//                                           view (e.g. thinking turned off for a schema call)
 //   {type: "run-finished", result, counts}
 //   {type: "sandbox-run", id, code, timeoutMs, outputLimit}
 //   {type: "engine-counts", counts} / {type: "models", prebuilt, cached}
@@ -27,7 +29,7 @@
 //   {type: "error", message}
 import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
 import { describeEngineError } from "./engines/errors.js";
-import { detectWebGPU } from "./engines/gpu.js";
+import { chooseEngine, detectWebGPU, f32Variant, needsShaderF16 } from "./engines/gpu.js";
 import { createHttpBridge } from "./http-bridge.js";
 
 const PYODIDE_URL = new URL("./vendor/pyodide/", import.meta.url).href;
@@ -36,6 +38,7 @@ let pyodide = null;
 let page = null; // agent_py.browser.PageSession (a PyProxy, kept for the worker's lifetime)
 let engine = null;
 let engineInfo = null;
+let settingsNow = {}; // the UI's settings as last sent (boot or configure)
 let running = false;
 const pendingSandbox = new Map();
 let nextSandboxId = 1;
@@ -77,7 +80,8 @@ const bridge = {
     const call = JSON.parse(callJson);
     try {
       const onToken = (text) => post({ type: "token", purpose: call.purpose, step: call.step, text });
-      const reply = await engine.chat(JSON.parse(messagesJson), call, onToken);
+      const onNote = (text) => post({ type: "engine-note", purpose: call.purpose, step: call.step, text });
+      const reply = await engine.chat(JSON.parse(messagesJson), call, onToken, onNote);
       return ok(reply);
     } catch (error) {
       return failed(error);
@@ -116,7 +120,7 @@ async function handleMcpMessage(message) {
 }
 // --- end of MCP servers ------------------------------------------------------------------------
 
-// "auto": WebLLM when WebGPU is usable, otherwise the CPU engine, saying why.
+// "auto": WebLLM on a usable GPU (a hardware adapter), otherwise the CPU engine, saying why.
 async function createEngine(choice, settings) {
   const gpu = await detectWebGPU();
   if (choice === "scripted") {
@@ -124,7 +128,7 @@ async function createEngine(choice, settings) {
     const scripted = new ScriptedEngine();
     return { engine: scripted, gpu, info: { name: "scripted", label: scripted.label, usable: true, reason: gpu.reason } };
   }
-  if (choice === "cpu" || (choice === "auto" && !gpu.ok)) {
+  if (chooseEngine(choice, gpu) === "cpu") {
     return createCpuEngine(gpu, settings, choice === "auto");
   }
   return createWebLLMEngine(gpu, settings);
@@ -158,23 +162,33 @@ async function createCpuEngine(gpu, settings, chosenForLackOfGpu) {
 }
 
 async function createWebLLMEngine(gpu, settings) {
-  const { WebLLMEngine } = await import("./engines/webllm.js");
+  const { WebLLMEngine, appConfigFor, recordOf } = await import("./engines/webllm.js");
   const webllmEngine = new WebLLMEngine({
     contextWindow: settings.context_window,
     modelUrl: settings.model_url || "",
     modelLibUrl: settings.model_lib_url || "",
+    gpu,
     onProgress: ({ progress, text }) => post({ type: "progress", what: "model", progress, text }),
   });
-  let reason = gpu.reason;
-  let usable = gpu.ok;
-  if (gpu.ok && !gpu.f16 && String(settings.model).includes("q4f16")) {
+  // WebLLM was chosen in Settings (or auto found a GPU): on a software adapter it still runs.
+  let reason = gpu.software ? `${gpu.reason} WebLLM was chosen in Settings, so it runs there anyway, very slowly.` : gpu.reason;
+  let usable = gpu.ok || gpu.software;
+  let record = null;
+  try {
+    record = recordOf(settings.model, appConfigFor(settings.model, webllmEngine.options));
+  } catch (error) {
+    return { engine: webllmEngine, gpu, info: { name: "webllm", label: webllmEngine.label, usable: false, reason: describeEngineError(error).message } };
+  }
+  if (usable && !gpu.f16 && needsShaderF16(record)) {
+    // The same check runs again at every reload, for whichever model a run asks for.
     usable = false;
-    reason = `This GPU has no shader-f16 support, so ${settings.model} cannot run. Choose ${settings.model.replace("q4f16", "q4f32")} in Settings.`;
+    reason = `This GPU has no shader-f16 support, so ${settings.model} (a 16-bit float model) cannot run. Choose ${f32Variant(settings.model) || "a q4f32 model"} in Settings.`;
   }
   return { engine: webllmEngine, gpu, info: { name: "webllm", label: webllmEngine.label, usable, reason } };
 }
 
 async function boot({ settings, engine: choice }) {
+  settingsNow = settings;
   const t0 = performance.now();
   const timings = {};
   post({ type: "progress", what: "pyodide", progress: 0.05, text: "Starting Python…" });
@@ -241,12 +255,24 @@ async function run({ question }) {
   }
 }
 
+// WebLLM's app config for the settings: a self-hosted model is looked up in it, not in the
+// prebuilt list (WebLLM's cache functions default to that).
+async function webllmConfig() {
+  const { appConfigFor } = await import("./engines/webllm.js");
+  try {
+    return appConfigFor(settingsNow.model, { modelUrl: settingsNow.model_url, modelLibUrl: settingsNow.model_lib_url });
+  } catch {
+    return appConfigFor(settingsNow.model); // no library URL for it: the prebuilt records only
+  }
+}
+
 async function handle(message) {
   if (await handleMcpMessage(message)) return;
   switch (message.type) {
     case "boot":
       return boot(message);
     case "configure":
+      settingsNow = message.settings;
       return page.configure(JSON.stringify(pythonSettings(message.settings)));
     case "run":
       return run(message);
@@ -269,12 +295,12 @@ async function handle(message) {
       return;
     case "models": {
       const { PREBUILT_MODELS, cachedModels } = await import("./engines/webllm.js");
-      post({ type: "models", prebuilt: PREBUILT_MODELS, cached: await cachedModels() });
+      post({ type: "models", prebuilt: PREBUILT_MODELS, cached: await cachedModels(await webllmConfig()) });
       return;
     }
     case "delete-model": {
       const { deleteCachedModel } = await import("./engines/webllm.js");
-      await deleteCachedModel(message.id);
+      await deleteCachedModel(message.id, await webllmConfig());
       return handle({ type: "models" });
     }
     default:
