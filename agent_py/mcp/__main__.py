@@ -2,9 +2,15 @@
 
     python -m agent_py.mcp URL tools                 list the server's tools
     python -m agent_py.mcp URL call NAME '{"a": 1}'  call one and print what it returned
+    python -m agent_py.mcp URL logout                forget this server's OAuth tokens
 
 The token comes from ``--token`` or the ``MCP_TOKEN`` environment variable (which keeps it
 out of the process list). ``--timeout`` bounds every request, the handshake included.
+Without a token, a server that answers 401 is authorized with OAuth 2.1: the
+authorization page opens in the browser (``$BROWSER``; the URL is printed too) and
+redirects back to a listener on 127.0.0.1; ``--client-credentials`` uses the client's own
+credentials instead. Registrations and tokens are kept per server in
+``$XDG_CONFIG_HOME/agent_py/mcp-auth.json`` (``--auth-file``), never printed.
 A server that asks the user for values (elicitation) is answered on the terminal, or with
 the schema's defaults under ``--yes``. Exit status: 0 success, 1 the tool reported an
 error (``isError``), 2 the server could not be reached, answered wrongly, or the command
@@ -18,6 +24,7 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,27 +33,60 @@ from mcp_types import CallToolResult, Tool
 from agent_py.mcp.client import DEFAULT_TOOL_TIMEOUT_S, MCPClient
 from agent_py.mcp.errors import MCPError
 from agent_py.mcp.host import unusable_reason
+from agent_py.mcp.oauth import OAuthAuthorizer, OAuthSettings
 from agent_py.mcp.results import content_text
+from agent_py.mcp.terminal_auth import FileTokenStore, LoopbackFrontEnd, default_token_file
 from agent_py.mcp.terminal_form import terminal_handler
+from agent_py.mcp.transport import HTTPTransport, cpython_transport
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_FAILURE = 0, 1, 2
 TOKEN_HINT = "Pass one with --token or in the MCP_TOKEN environment variable."
 
 
-def _parser() -> argparse.ArgumentParser:
-    options = argparse.ArgumentParser(add_help=False)
-    options.add_argument("--token", help="bearer token (default: $MCP_TOKEN)")
+def _add_options(options: argparse.ArgumentParser, late: bool) -> None:
+    """The options, accepted before and after the command. After it, SUPPRESS keeps an
+    omitted one from overwriting a value given before the command."""
+    help_of = (lambda text: argparse.SUPPRESS) if late else (lambda text: text)
+    options.add_argument("--token", help=help_of("bearer token (default: $MCP_TOKEN)"))
     options.add_argument(
         "--timeout",
         type=float,
-        default=DEFAULT_TOOL_TIMEOUT_S,
-        help="seconds for each request, the handshake included (default: 60)",
+        help=help_of("seconds for each request, the handshake included (default: 60)"),
     )
     options.add_argument(
         "--yes",
         action="store_true",
-        help="answer the server's questions (elicitation) with the schema's defaults",
+        help=help_of("answer the server's questions (elicitation) with the schema's defaults"),
     )
+    options.add_argument("--client-id", help=help_of("OAuth: a pre-registered client id"))
+    options.add_argument(
+        "--client-secret", help=help_of("OAuth: its secret (default: $MCP_CLIENT_SECRET)")
+    )
+    options.add_argument(
+        "--client-metadata-url",
+        help=help_of("OAuth: https URL of this client's metadata document (used as client id)"),
+    )
+    options.add_argument("--scope", help=help_of("OAuth: the scopes to ask for"))
+    options.add_argument(
+        "--client-credentials",
+        action="store_true",
+        help=help_of("OAuth: the client credentials grant (needs --client-id and a secret)"),
+    )
+    options.add_argument(
+        "--redirect-port", type=int, help=help_of("OAuth: loopback port (default: any free)")
+    )
+    options.add_argument(
+        "--no-browser",
+        action="store_true",
+        help=help_of("OAuth: only print the authorization URL"),
+    )
+    options.add_argument("--auth-file", help=help_of("OAuth: where tokens are kept"))
+
+
+def _parser() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    _add_options(options, late=False)
+    options.set_defaults(timeout=DEFAULT_TOOL_TIMEOUT_S)
     parser = argparse.ArgumentParser(
         prog="python -m agent_py.mcp",
         description="List or call the tools of an MCP server (Streamable HTTP).",
@@ -57,10 +97,9 @@ def _parser() -> argparse.ArgumentParser:
     # Options are accepted after the command too; SUPPRESS keeps an omitted one from
     # overwriting a value given before the command.
     late = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
-    late.add_argument("--token", help=argparse.SUPPRESS)
-    late.add_argument("--timeout", type=float, help=argparse.SUPPRESS)
-    late.add_argument("--yes", action="store_true", help=argparse.SUPPRESS)
+    _add_options(late, late=True)
     commands.add_parser("tools", parents=[late], help="list the tools")
+    commands.add_parser("logout", parents=[late], help="forget this server's OAuth tokens")
     call = commands.add_parser("call", parents=[late], help="call a tool")
     call.add_argument("name", help="the tool's name")
     call.add_argument("arguments", nargs="?", default="{}", help="JSON object (default: {})")
@@ -122,10 +161,54 @@ def _print_log(level: str, data: Any) -> None:
     print(f"server log ({level}): {text}", file=sys.stderr)
 
 
+def _authorizer(
+    args: argparse.Namespace, transport: HTTPTransport
+) -> tuple[OAuthAuthorizer, LoopbackFrontEnd]:
+    store = FileTokenStore(Path(args.auth_file) if args.auth_file else default_token_file())
+    settings = OAuthSettings(
+        client_id=args.client_id,
+        client_secret=args.client_secret or os.environ.get("MCP_CLIENT_SECRET") or None,
+        client_metadata_url=args.client_metadata_url,
+        scope=args.scope,
+        grant="client_credentials" if args.client_credentials else "authorization_code",
+    )
+    front_end = LoopbackFrontEnd(port=args.redirect_port or 0, open_browser=not args.no_browser)
+    authorizer = OAuthAuthorizer(
+        args.url,
+        transport,
+        settings=settings,
+        store=store,
+        front_end=front_end,
+        timeout_s=args.timeout,
+    )
+    return authorizer, front_end
+
+
 async def _run(args: argparse.Namespace) -> int:
     token = args.token if args.token is not None else os.environ.get("MCP_TOKEN")
+    transport = cpython_transport()
+    authorizer, front_end = _authorizer(args, transport)
+    if args.command == "logout":
+        authorizer.forget()
+        await transport.aclose()
+        print(f"Forgot the OAuth tokens of {args.url}.", file=sys.stderr)
+        return EXIT_OK
+    try:
+        return await _use(args, token, transport, None if token else authorizer)
+    finally:
+        await front_end.close()
+
+
+async def _use(
+    args: argparse.Namespace,
+    token: str | None,
+    transport: HTTPTransport,
+    authorizer: OAuthAuthorizer | None,
+) -> int:
     client = MCPClient(
         args.url,
+        transport=transport,
+        auth=authorizer,
         token=token,
         token_hint=TOKEN_HINT,
         request_timeout_s=args.timeout,

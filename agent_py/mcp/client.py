@@ -60,6 +60,7 @@ from agent_py.mcp.elicitation import (
     parse_form,
 )
 from agent_py.mcp.errors import (
+    MCPAuthError,
     MCPError,
     MCPProtocolError,
     MCPRemoteError,
@@ -136,6 +137,7 @@ class MCPClient:
         self._client_info = client_info
         self._request_timeout_s = request_timeout_s
         self._tool_timeout_s = tool_timeout_s
+        self._auth = auth
         self._connection = StreamableHTTPConnection(
             url,
             transport if transport is not None else cpython_transport(),
@@ -300,11 +302,11 @@ class MCPClient:
     ) -> dict[str, Any]:
         await self.connect()
         try:
-            result = await self._exchange(method, params, timeout_s, on_progress, what)
+            result = await self._authorized(method, params, timeout_s, on_progress, what)
         except MCPSessionExpiredError as expired:
             # The server forgot the session: start a new one and replay the request, once.
             await self._restart_session(expired.session_id)
-            result = await self._exchange(method, params, timeout_s, on_progress, what)
+            result = await self._authorized(method, params, timeout_s, on_progress, what)
         if self._tools_stale and method != "tools/list":
             await self._refresh_tools_quietly()
         return result
@@ -322,7 +324,7 @@ class MCPClient:
             capabilities=capabilities,
             client_info=self._client_info,
         )
-        raw = await self._exchange(
+        raw = await self._authorized(
             "initialize",
             params.model_dump(mode="json", by_alias=True, exclude_none=True),
             self._request_timeout_s,
@@ -392,6 +394,25 @@ class MCPClient:
             if self._connection.session_id in (expired_session_id, None):
                 self._initialized = None
                 self._initialized = await self._handshake()
+
+    async def _authorized(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        timeout_s: float,
+        on_progress: ProgressHandler | None,
+        what: str,
+    ) -> dict[str, Any]:
+        """:meth:`_exchange`; when the server refuses the token and an authorizer can get a
+        better one (which may take the user's time, so no time limit), once more."""
+        try:
+            return await self._exchange(method, params, timeout_s, on_progress, what)
+        except MCPAuthError as refused:
+            if self._auth is None or not await self._auth.challenge(
+                refused.status, refused.www_authenticate
+            ):
+                raise
+        return await self._exchange(method, params, timeout_s, on_progress, what)
 
     async def _exchange(
         self,

@@ -51,7 +51,14 @@ class MCPHTTPError(MCPError):
 
 
 class MCPAuthError(MCPHTTPError):
-    """The server wants a (different) token: HTTP 401 or 403."""
+    """The server wants a (different) token: HTTP 401 or 403. ``www_authenticate`` is the
+    challenge header (where OAuth discovery starts)."""
+
+    def __init__(
+        self, message: str, *, status: int, body: str = "", www_authenticate: str = ""
+    ) -> None:
+        super().__init__(message, status=status, body=body)
+        self.www_authenticate = www_authenticate
 
 
 class MCPSessionExpiredError(MCPHTTPError):

@@ -338,32 +338,20 @@ class StreamableHTTPConnection:
         what: str,
         extra_headers: Mapping[str, str] | None = None,
     ) -> HTTPResponse:
-        """Send one HTTP request and check its status. When an authorizer is set, a 401 or a
-        403 for a missing scope lets it get a (better) token, and the request goes again,
-        once."""
-        for attempt in range(2):
-            sent_session = self.session_id
-            bearer = await self._auth.access_token() if self._auth is not None else None
-            headers = self._headers(accept, with_body=body is not None, bearer=bearer)
-            headers.update(extra_headers or {})
-            response = await self.transport.send(method, self.url, headers, body, timeout_s)
-            if (
-                attempt == 0
-                and self._auth is not None
-                and response.status in (401, 403)
-                and await self._auth.challenge(
-                    response.status, response.headers.get("www-authenticate", "")
-                )
-            ):
-                await response.aclose()
-                continue
-            try:
-                await self._check_status(response, sent_session, what)
-            except BaseException:
-                await response.aclose()
-                raise
-            return response
-        raise AssertionError("unreachable")
+        """Send one HTTP request and check its status."""
+        sent_session = self.session_id
+        bearer = await self._auth.access_token() if self._auth is not None else None
+        headers = self._headers(accept, with_body=body is not None, bearer=bearer)
+        headers.update(extra_headers or {})
+        response = await self.transport.send(method, self.url, headers, body, timeout_s)
+        try:
+            await self._check_status(
+                response, sent_session, what, sent_token=bool(bearer or self._token)
+            )
+        except BaseException:
+            await response.aclose()
+            raise
+        return response
 
     def _take_session_id(self, response: HTTPResponse) -> None:
         session_id = response.headers.get("mcp-session-id")
@@ -376,7 +364,7 @@ class StreamableHTTPConnection:
         self.session_id = session_id
 
     async def _check_status(
-        self, response: HTTPResponse, sent_session: str | None, what: str
+        self, response: HTTPResponse, sent_session: str | None, what: str, *, sent_token: bool
     ) -> None:
         status = response.status
         if 200 <= status < 300:
@@ -397,18 +385,20 @@ class StreamableHTTPConnection:
                 body=text,
             )
         where = f"The server at {self.url}"
+        challenge = response.headers.get("www-authenticate", "")
         if status == 401:
-            if self._token is None and self._auth is None:
+            if not sent_token:
                 message = f"{where} needs a token (HTTP 401). {self._token_hint}"
             else:
                 message = f"{where} refused the token (HTTP 401). {self._token_hint}"
-            raise MCPAuthError(message + said, status=status, body=text)
+            raise MCPAuthError(message + said, status=status, body=text, www_authenticate=challenge)
         if status == 403:
             raise MCPAuthError(
                 f"{where} refused access (HTTP 403 Forbidden): the token may lack a permission, "
                 f"or the server does not accept requests from this origin.{said}",
                 status=status,
                 body=text,
+                www_authenticate=challenge,
             )
         if status == 404:
             message = (

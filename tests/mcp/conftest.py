@@ -49,6 +49,29 @@ def sdk_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SDKServers
                 process.kill()
 
 
+@pytest.fixture(scope="session")
+def oauth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The OAuth-protected server (tests/mcp/oauth_server.py); yields its base URL."""
+    log = tmp_path_factory.mktemp("oauth-server") / "server.log"
+    port = free_port()
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, str(HERE / "oauth_server.py"), str(port)],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    try:
+        wait_for_port(port, process, log)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
 @pytest.fixture
 async def scripted() -> AsyncIterator[ScriptedServers]:
     servers = ScriptedServers()
