@@ -1,34 +1,29 @@
 // The bridge's content script: the only way a page reaches the bridge.
 //
-// It runs in the top frame of http://127.0.0.1 and http://localhost pages (any port), and of
-// other page origins the user allowed in the options. It answers only messages the page
-// posts to its own window, with the page's own origin, on the channel "agent_py-bridge";
-// each message carries a MessagePort for the answer, so nothing is broadcast on the window:
+// The service worker registers it only for the page origins the user added (exact scheme,
+// host and port), in the top frame. It answers only messages the page posts to its own
+// window, with the page's own origin, on the channel "agent_py-bridge"; each message carries
+// a MessagePort for the answer, so nothing is broadcast on the window:
 //   page -> here  {channel, type: "hello"}             port <- {type: "hello", version, allowed, origin}
 //   page -> here  {channel, type: "fetch", request}    port <- the service worker's messages:
 //                                                      head, chunk, end, error (service-worker.js)
 //   page -> port  {type: "abort"}                      stops the request
-// The service worker decides: it checks the page's origin as the browser reports it (a page
-// cannot forge it), so this script only tells a page whether it is allowed ("hello").
+// A page the user has not added (or removed while it was open) gets no answer at all, the
+// same as in a browser without the extension. The service worker decides everything: it
+// sees the page's origin as the browser reports it (a page cannot forge it). This script
+// cannot read the bridge's policy (storage is closed to content scripts).
 (() => {
   const CHANNEL = "agent_py-bridge";
   const PORT_NAME = "agent_py-fetch";
-  const PING_MS = 15_000; // a service worker waiting on a slow server must not go idle
+  const PING_MS = 15_000; // a service worker waiting on a slow server, or on the user, must not go idle
   const pageOrigin = location.origin;
-  const version = chrome.runtime.getManifest().version;
 
-  async function pageAllowed() {
+  async function askHello() {
     try {
-      const { pageOrigins = [] } = await chrome.storage.local.get("pageOrigins");
-      return pageOrigins.includes(pageOrigin);
+      return await chrome.runtime.sendMessage({ type: "hello" });
     } catch {
-      return false; // the extension was reloaded or removed under this page
+      return null; // the extension was reloaded or removed under this page
     }
-  }
-
-  function refuse(port, kind, message) {
-    port.postMessage({ type: "error", error: { kind, message } });
-    port.close();
   }
 
   function relay(port, request) {
@@ -36,20 +31,24 @@
     try {
       runtimePort = chrome.runtime.connect({ name: PORT_NAME });
     } catch {
-      refuse(port, "no-bridge", "The agent_py bridge extension was reloaded or removed; reload this page.");
-      return;
+      return; // the extension is gone: as silent as if it had never been here
     }
     let finished = false;
     const ping = setInterval(() => runtimePort.postMessage({ type: "ping" }), PING_MS);
     const finish = () => {
       finished = true;
       clearInterval(ping);
-      port.close();
     };
     runtimePort.onMessage.addListener((message) => {
+      if (message.type === "error" && message.silent) {
+        finish(); // not one of the bridge's pages: say nothing
+        runtimePort.disconnect();
+        return;
+      }
       port.postMessage(message);
       if (message.type === "end" || message.type === "error") {
         finish();
+        port.close();
         runtimePort.disconnect();
       }
     });
@@ -57,10 +56,12 @@
       if (finished) return;
       port.postMessage({ type: "error", error: { kind: "network", message: "The agent_py bridge stopped before the answer was complete." } });
       finish();
+      port.close();
     });
     port.onmessage = (event) => {
       if (event.data?.type !== "abort" || finished) return;
       finish();
+      port.close();
       runtimePort.postMessage({ type: "abort" }); // not gone: it stopped reading
       runtimePort.disconnect(); // the service worker aborts the fetch
     };
@@ -73,15 +74,19 @@
     if (!data || data.channel !== CHANNEL || !event.ports?.length) return;
     const [port] = event.ports;
     if (data.type === "hello") {
-      port.postMessage({ type: "hello", version, allowed: await pageAllowed(), origin: pageOrigin });
+      const answer = await askHello();
+      if (!answer) return; // not (or no longer) one of the bridge's pages: no reply
+      port.postMessage({ type: "hello", version: answer.version, allowed: answer.allowed, origin: pageOrigin });
       port.close();
     } else if (data.type === "fetch") {
-      // Even for a page that is not allowed: the service worker refuses it and logs the
-      // attempt, so the user sees it in the options page.
+      // The service worker refuses and logs a page it does not know; the page hears nothing.
       relay(port, data.request);
     }
   });
 
-  // A page that asked before this script ran asks again when it sees this.
-  window.postMessage({ channel: CHANNEL, type: "ready" }, pageOrigin);
+  // A page that asked before this script ran asks again when it sees this; only pages the
+  // bridge serves see it.
+  askHello().then((answer) => {
+    if (answer) window.postMessage({ channel: CHANNEL, type: "ready" }, pageOrigin);
+  });
 })();

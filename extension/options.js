@@ -1,13 +1,8 @@
-// The options page: the user's consent lives here. Pages that may use the bridge, servers it
-// may reach (each approval also asks the browser for access to that one origin, unless the
-// manifest already covers it: loopback), and the activity log the service worker writes.
-import {
-  STORAGE_DEFAULTS,
-  contentScriptBuiltIn,
-  coveredByManifest,
-  originPattern,
-  parseOrigin,
-} from "./policy.js";
+// The options page: the user's consent, as it stands, and the way to undo it. Pages that may
+// use the bridge (each with the servers it may reach, and what was denied), the pause switch,
+// and the activity log the service worker writes. Answers themselves are given in
+// consent.html; this page only adds pages and takes permissions back.
+import { activityEntries, coveredByManifest, originPattern, pairKey, parseOrigin, readPolicy } from "./policy.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -16,92 +11,125 @@ function say(text, { error = false } = {}) {
   $("message").classList.toggle("error", error);
 }
 
-async function settings() {
-  const stored = await chrome.storage.local.get(Object.keys(STORAGE_DEFAULTS));
-  return { ...STORAGE_DEFAULTS, ...stored };
+function element(tag, properties = {}, children = []) {
+  const node = Object.assign(document.createElement(tag), properties);
+  node.append(...children);
+  return node;
 }
 
-function scriptId(origin) {
-  return `page-${origin.replace(/[^A-Za-z0-9]/g, "_")}`;
+function button(text, label, onClick) {
+  const node = element("button", { type: "button", textContent: text });
+  node.setAttribute("aria-label", label);
+  node.addEventListener("click", onClick);
+  return node;
 }
 
-function item(text, buttonLabel, onClick) {
-  const li = document.createElement("li");
-  const code = Object.assign(document.createElement("code"), { textContent: text });
-  const button = Object.assign(document.createElement("button"), { type: "button", textContent: "Remove" });
-  button.setAttribute("aria-label", buttonLabel);
-  button.addEventListener("click", onClick);
-  li.append(code, button);
-  return li;
-}
-
-function emptyItem(text) {
-  return Object.assign(document.createElement("li"), { className: "muted", textContent: text });
+function serverItem(server, how, undoText, undoLabel, undo) {
+  return element("li", {}, [element("code", { textContent: server }), ` ${how} `, button(undoText, undoLabel, undo)]);
 }
 
 async function render() {
-  const { pageOrigins, approvedTargets } = await settings();
+  const policy = await readPolicy();
+  $("paused").checked = policy.paused;
+  const pages = Object.keys(policy.pages);
+  if (!pages.length) {
+    $("pages").replaceChildren(element("li", { className: "muted", textContent: "No page may use the bridge." }));
+    return;
+  }
   $("pages").replaceChildren(
-    ...(pageOrigins.length
-      ? pageOrigins.map((origin) => item(origin, `Remove page ${origin}`, () => removePage(origin)))
-      : [emptyItem("No page may use the bridge.")]),
-  );
-  $("targets").replaceChildren(
-    ...(approvedTargets.length
-      ? approvedTargets.map((origin) => item(origin, `Remove server ${origin}`, () => removeTarget(origin)))
-      : [emptyItem("No server is approved yet.")]),
-  );
-}
-
-async function renderActivity() {
-  const { activity = [] } = await chrome.storage.session.get("activity");
-  $("activity").tBodies[0].replaceChildren(
-    ...activity.map((entry) => {
-      const row = document.createElement("tr");
-      const time = new Date(entry.time).toLocaleTimeString();
-      for (const [text, className] of [[time], [entry.page], [entry.method], [entry.target], [entry.result, "result"]]) {
-        row.append(Object.assign(document.createElement("td"), { textContent: text, className: className || "" }));
-      }
-      return row;
+    ...pages.map((page) => {
+      const servers = [
+        ...policy.pages[page].map((server) =>
+          serverItem(server, "always", "Revoke", `Revoke ${server} for ${page}`, () => revokeAlways(page, server)),
+        ),
+        ...policy.once
+          .filter((grant) => grant.page === page)
+          .map((grant) =>
+            serverItem(grant.server, "once (until its tab closes)", "Revoke", `Revoke ${grant.server} for ${page}`, () =>
+              revokeOnce(page, grant.server),
+            ),
+          ),
+        ...policy.denied
+          .filter((key) => key.startsWith(`${page} `))
+          .map((key) => key.slice(page.length + 1))
+          .map((server) =>
+            serverItem(server, "denied", "Forget", `Forget the denial of ${server} for ${page}`, () => forgetDenial(page, server)),
+          ),
+      ];
+      return element("li", { className: "page" }, [
+        element("code", { textContent: page }),
+        button("Remove", `Remove page ${page}`, () => removePage(page)),
+        element("ul", {}, servers.length ? servers : [element("li", { className: "muted", textContent: "No server yet: the page's first request asks you." })]),
+      ]);
     }),
   );
 }
 
-// chrome.permissions.request needs the click's user activation: call it before other awaits.
-function requestAccess(origin) {
-  if (coveredByManifest(origin)) return Promise.resolve(true);
-  return chrome.permissions.request({ origins: [originPattern(origin)] });
+async function shownActivity() {
+  const { activity } = await chrome.storage.session.get("activity");
+  const entries = activityEntries(activity);
+  const page = $("activity-page").value;
+  return { entries: page ? entries.filter((entry) => entry.page === page) : entries, pages: Object.keys(activity || {}) };
 }
 
+async function renderActivity() {
+  const { entries, pages } = await shownActivity();
+  const select = $("activity-page");
+  const chosen = select.value;
+  select.replaceChildren(
+    element("option", { value: "", textContent: "All pages" }),
+    ...pages.sort().map((page) => element("option", { value: page, textContent: page })),
+  );
+  select.value = pages.includes(chosen) ? chosen : "";
+  $("activity").tBodies[0].replaceChildren(
+    ...entries.map((entry) => {
+      const cells = [new Date(entry.time).toLocaleTimeString(), entry.page, entry.method, entry.target, entry.address || "", entry.result];
+      return element(
+        "tr",
+        { className: entry.refused ? "refused" : "" },
+        cells.map((text, i) => element("td", { textContent: text, className: i === 5 ? "result" : "" })),
+      );
+    }),
+  );
+}
+
+async function exportActivity() {
+  const { entries } = await shownActivity();
+  const page = $("activity-page").value;
+  const blob = new Blob([JSON.stringify({ exported: new Date().toISOString(), page: page || null, entries }, null, 2)], {
+    type: "application/json",
+  });
+  const link = element("a", { href: URL.createObjectURL(blob), download: "agent_py-bridge-activity.json" });
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
+}
+
+// Host access to an https origin stays only while a page or a grant still needs it.
 async function dropAccess(origin) {
-  const { pageOrigins, approvedTargets } = await settings();
-  if (coveredByManifest(origin) || pageOrigins.includes(origin) || approvedTargets.includes(origin)) return;
-  await chrome.permissions.remove({ origins: [originPattern(origin)] }).catch(() => {});
+  if (coveredByManifest(origin)) return;
+  const { pages, once } = await readPolicy();
+  const used = origin in pages || Object.values(pages).some((servers) => servers.includes(origin)) || once.some((g) => g.server === origin);
+  if (!used) await chrome.permissions.remove({ origins: [originPattern(origin)] }).catch(() => {});
 }
 
-async function approveTarget(event) {
-  event.preventDefault();
-  const parsed = parseOrigin($("target-url").value);
-  if (!parsed.ok) return say(parsed.reason, { error: true });
-  const { origin, kind } = parsed;
-  const access = requestAccess(origin);
-  try {
-    if (!(await access)) return say(`The browser did not grant access to ${origin}; it was not approved.`, { error: true });
-  } catch (error) {
-    return say(`Could not ask for access to ${origin}: ${error.message || error}`, { error: true });
-  }
-  const { approvedTargets } = await settings();
-  if (!approvedTargets.includes(origin)) await chrome.storage.local.set({ approvedTargets: [...approvedTargets, origin] });
-  $("target-url").value = "";
-  const where = kind === "public" ? "" : ` It is ${kind === "loopback" ? "on this machine" : "on your local network"}.`;
-  say(`Approved ${origin}: the allowed pages may now send requests to it.${where}`);
+async function revokeAlways(page, server) {
+  const { pages } = await readPolicy();
+  if (page in pages) pages[page] = pages[page].filter((s) => s !== server);
+  await chrome.storage.local.set({ pages });
+  await revokeOnce(page, server); // nothing of that pair stays allowed
 }
 
-async function removeTarget(origin) {
-  const { approvedTargets } = await settings();
-  await chrome.storage.local.set({ approvedTargets: approvedTargets.filter((o) => o !== origin) });
-  await dropAccess(origin);
-  say(`${origin} is no longer approved.`);
+async function revokeOnce(page, server) {
+  const { once } = await readPolicy();
+  await chrome.storage.session.set({ once: once.filter((g) => !(g.page === page && g.server === server)) });
+  await dropAccess(server);
+  say(`${page} may no longer reach ${server}; its requests there were stopped.`);
+}
+
+async function forgetDenial(page, server) {
+  const { denied } = await readPolicy();
+  await chrome.storage.session.set({ denied: denied.filter((key) => key !== pairKey(page, server)) });
+  say(`The bridge will ask again when ${page} wants ${server}.`);
 }
 
 async function allowPage(event) {
@@ -109,41 +137,44 @@ async function allowPage(event) {
   const parsed = parseOrigin($("page-origin").value);
   if (!parsed.ok) return say(parsed.reason, { error: true });
   const { origin } = parsed;
-  const access = requestAccess(origin);
+  // chrome.permissions.request needs the click's user activation: call it before other awaits.
+  const access = coveredByManifest(origin) ? Promise.resolve(true) : chrome.permissions.request({ origins: [originPattern(origin)] });
   try {
     if (!(await access)) return say(`The browser did not grant access to ${origin}; the page was not added.`, { error: true });
-    if (!contentScriptBuiltIn(origin)) {
-      const id = scriptId(origin);
-      const existing = await chrome.scripting.getRegisteredContentScripts({ ids: [id] });
-      if (!existing.length) {
-        await chrome.scripting.registerContentScripts([
-          { id, matches: [originPattern(origin)], js: ["content-script.js"], runAt: "document_start", allFrames: false },
-        ]);
-      }
-    }
   } catch (error) {
     return say(`Could not add ${origin}: ${error.message || error}`, { error: true });
   }
-  const { pageOrigins } = await settings();
-  if (!pageOrigins.includes(origin)) await chrome.storage.local.set({ pageOrigins: [...pageOrigins, origin] });
+  const { pages } = await readPolicy();
+  if (!(origin in pages)) await chrome.storage.local.set({ pages: { ...pages, [origin]: [] } });
   $("page-origin").value = "";
-  say(`${origin} may now use the bridge (reload that page).`);
+  say(`${origin} may now use the bridge (reload that page). It will ask you before it reaches each server.`);
 }
 
 async function removePage(origin) {
-  const { pageOrigins } = await settings();
-  await chrome.storage.local.set({ pageOrigins: pageOrigins.filter((o) => o !== origin) });
-  if (!contentScriptBuiltIn(origin)) {
-    await chrome.scripting.unregisterContentScripts({ ids: [scriptId(origin)] }).catch(() => {});
-  }
-  await dropAccess(origin);
-  say(`${origin} may no longer use the bridge.`);
+  const { pages, once, denied } = await readPolicy();
+  const servers = pages[origin] || [];
+  delete pages[origin];
+  await chrome.storage.local.set({ pages });
+  await chrome.storage.session.set({
+    once: once.filter((g) => g.page !== origin),
+    denied: denied.filter((key) => !key.startsWith(`${origin} `)),
+  });
+  for (const server of [origin, ...servers]) await dropAccess(server);
+  say(`${origin} may no longer use the bridge; its requests were stopped.`);
 }
 
 $("extension-origin").textContent = location.origin;
-$("target-form").addEventListener("submit", approveTarget);
 $("page-form").addEventListener("submit", allowPage);
-$("clear-activity").addEventListener("click", () => chrome.storage.session.set({ activity: [] }));
-chrome.storage.onChanged.addListener((_changes, area) => (area === "session" ? renderActivity() : render()));
+$("paused").addEventListener("change", async (event) => {
+  await chrome.storage.local.set({ paused: event.target.checked });
+  say(event.target.checked ? "The bridge is paused: every request was stopped." : "The bridge works again.");
+});
+$("activity-page").addEventListener("change", renderActivity);
+$("export-activity").addEventListener("click", exportActivity);
+$("clear-activity").addEventListener("click", () => chrome.storage.session.set({ activity: {}, refusals: 0 }));
+chrome.storage.onChanged.addListener((changes, area) => {
+  if (area === "session" && "activity" in changes) renderActivity();
+  if (area === "local" || (area === "session" && ("once" in changes || "denied" in changes))) render();
+});
 render();
 renderActivity();

@@ -1,16 +1,18 @@
-// The bridge's rules, shared by the service worker (which enforces them on every request)
-// and the options page (which refuses to approve what could never be used).
+// The bridge's rules, shared by the service worker (which enforces them on every request),
+// the consent prompt and the options page.
 //
-// Who may use the bridge: only pages whose origin is in `pageOrigins`, compared exactly
-// (scheme, host and port). What they may reach: only targets whose origin is in
-// `approvedTargets`, again exactly; the user adds both in the options page. Plain http is
-// allowed for servers on this machine only (loopback); everything else must be https.
-
-export const STORAGE_DEFAULTS = {
-  // The page as `bash scripts/start.sh` serves it. Other origins are added in the options.
-  pageOrigins: ["http://127.0.0.1:8765", "http://localhost:8765"],
-  approvedTargets: [],
-};
+// Consent is per pair: a page origin may reach a server origin only after the user said so in
+// the extension's own prompt (consent.html). The answers live in two places that content
+// scripts cannot read (the service worker sets storage.local to trusted contexts only;
+// storage.session is so by default):
+//   storage.local   pages: {pageOrigin: [serverOrigin, ...]}  pages the user added, and the
+//                          servers each may always reach
+//                   paused: true stops every request at once
+//   storage.session once: [{page, server, tabId}]   "allow once": that tab, until it closes
+//                   denied: ["page server", ...]     "deny": not asked again this session
+//                   activity: {pageOrigin: [entry, ...]}, refusals: count (the badge)
+// Origins are compared exactly (scheme, host and port). Plain http is allowed for servers on
+// this machine only (loopback); everything else must be https.
 
 export const LIMITS = {
   requestBytes: 4 * 1024 * 1024, // a request body larger than this is refused
@@ -21,7 +23,10 @@ export const LIMITS = {
   maxRedirects: 5,
   maxInFlight: 32,
   maxHeaderBytes: 8 * 1024,
-  activityEntries: 100,
+  consentWaitMs: 120_000, // a request waits this long for the user's answer in the prompt
+  maxOpenPrompts: 3, // more unanswered questions than this and new ones are refused
+  activityPerPage: 50, // log entries kept per page origin: one page cannot push out another's
+  activityPages: 16, // page origins kept in the log (the least recent is dropped)
 };
 
 export const METHODS = ["GET", "POST", "DELETE"];
@@ -49,8 +54,8 @@ function kindOfIPv4([a, b]) {
 
 /**
  * Where a URL's host lives: "loopback" (this machine), "private" (a local network),
- * "link-local", or "public". Judged from the name or address as written: a public name that
- * resolves to a private address cannot be seen from an extension, so approval is per origin.
+ * "link-local", or "public". Judged from the name or address as written; what a name
+ * resolved to is checked after the request (addressRefusal).
  */
 export function hostKind(hostname) {
   const host = hostname.toLowerCase().replace(/\.$/, "");
@@ -111,23 +116,6 @@ export function parseOrigin(text) {
 }
 
 /**
- * Decides whether the bridge may send a request to `url` now. Returns {ok: true, origin} or
- * {ok: false, reason} with a sentence that says what to do.
- */
-export function checkTarget(url, approvedTargets) {
-  const parsed = parseOrigin(url);
-  if (!parsed.ok) return parsed;
-  if (!approvedTargets.includes(parsed.origin)) {
-    const where = parsed.kind === "public" ? "" : ` (${WHERE[parsed.kind]})`;
-    return {
-      ok: false,
-      reason: `${parsed.origin}${where} is not an approved server. Approve it in the agent_py bridge's options if you trust it.`,
-    };
-  }
-  return { ok: true, origin: parsed.origin };
-}
-
-/**
  * Validates a request from a page: method, headers, body size and time limit. Returns
  * {ok: true, method, headers, body, headersTimeoutMs} or {ok: false, reason}.
  */
@@ -174,8 +162,69 @@ export function coveredByManifest(origin) {
   return url.protocol === "http:" && ["127.0.0.1", "localhost", "[::1]"].includes(url.hostname);
 }
 
-/** True when the manifest's content script already runs on pages of this origin. */
-export function contentScriptBuiltIn(origin) {
-  const url = new URL(origin);
-  return url.protocol === "http:" && ["127.0.0.1", "localhost"].includes(url.hostname);
+/** The id of the content script registered for one allowed page origin. */
+export function contentScriptId(origin) {
+  return `page-${origin.replace(/[^A-Za-z0-9]/g, "_")}`;
+}
+
+/**
+ * What the user said about `page` reaching `server` (from the tab `tabId`):
+ * "always", "once", "denied", or "ask" when nobody asked yet.
+ */
+export function consentState({ pages = {}, once = [], denied = [] }, page, server, tabId) {
+  if ((pages[page] || []).includes(server)) return "always";
+  if (once.some((grant) => grant.page === page && grant.server === server && grant.tabId === tabId)) return "once";
+  if (denied.includes(pairKey(page, server))) return "denied";
+  return "ask";
+}
+
+export function pairKey(page, server) {
+  return `${page} ${server}`;
+}
+
+/** Request headers that never follow a redirect to another origin: they belong to one server. */
+export const ORIGIN_BOUND_HEADERS = new Set(["authorization", "mcp-session-id", "last-event-id"]);
+
+/**
+ * DNS rebinding: a server approved by a public name must have been reached at a public
+ * address (webRequest reports the address used). Returns a refusal sentence, or null.
+ * `ip` is what webRequest gave ("127.0.0.1", "::1"), or undefined when it said nothing.
+ */
+export function addressRefusal(origin, ip) {
+  const { hostname } = new URL(origin);
+  const named = !ipv4(hostname) && !hostname.startsWith("[");
+  if (!named) return null; // an address was approved as such: nothing was resolved
+  const expected = hostKind(hostname);
+  if (expected !== "public" && expected !== "loopback") return null;
+  if (!ip) {
+    return expected === "public" ? `The bridge could not see which address ${origin} resolved to; refused.` : null;
+  }
+  const used = hostKind(ip.includes(":") ? `[${ip}]` : ip);
+  if (used === expected) return null;
+  return `${origin} resolved to ${ip} (${WHERE[used]}), not ${WHERE[expected]}: refused (DNS rebinding?).`;
+}
+
+/** Adds `entry` to the log, keeping at most LIMITS.activityPerPage entries per page origin. */
+export function addActivity(log, entry) {
+  const byPage = { ...log };
+  byPage[entry.page] = [entry, ...(byPage[entry.page] || [])].slice(0, LIMITS.activityPerPage);
+  const pages = Object.keys(byPage).sort((a, b) => (byPage[b][0].time < byPage[a][0].time ? -1 : 1));
+  for (const page of pages.slice(LIMITS.activityPages)) delete byPage[page];
+  return byPage;
+}
+
+/** Every entry of the log, newest first. */
+export function activityEntries(log) {
+  return Object.values(log || {})
+    .flat()
+    .sort((a, b) => (a.time < b.time ? 1 : a.time > b.time ? -1 : 0));
+}
+
+/** The whole policy, from trusted storage (service worker and extension pages only). */
+export async function readPolicy() {
+  const [local, session] = await Promise.all([
+    chrome.storage.local.get(["pages", "paused"]),
+    chrome.storage.session.get(["once", "denied"]),
+  ]);
+  return { pages: local.pages || {}, paused: Boolean(local.paused), once: session.once || [], denied: session.denied || [] };
 }

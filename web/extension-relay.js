@@ -10,8 +10,11 @@
 //                                              {type: "chunk", data}  (base64)
 //                                              {type: "end"} | {type: "error", error: {kind, message}}
 //   port -> {type: "abort"}            the extension aborts the fetch
-// The content script announces itself with {channel, type: "ready"} when it starts, so a page
-// that asked too early asks again. When the page goes away, every request is aborted (the
+// The extension answers only pages the user added in its options (allowed: false means it is
+// paused); for any other page it stays silent, exactly as when it is not installed. Each
+// server a page asks for is allowed or denied by the user in the extension's own window, while
+// the request waits. The content script announces itself with {channel, type: "ready"} when it
+// starts, so a page that asked too early asks again. When the page goes away, every request is aborted (the
 // content script's connection to the extension closes with the page, which aborts too).
 
 const CHANNEL = "agent_py-bridge";

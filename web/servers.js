@@ -67,10 +67,11 @@ function describeStatus(server, status) {
 function describePresence(presence) {
   if (!presence) return "Checking for the bridge extension…";
   if (!presence.present) {
-    return "Bridge extension: not detected. It is needed only for servers that send no CORS headers (see the README).";
+    // The extension answers only pages the user added, so "absent" and "not added" look the same.
+    return `Bridge extension: not detected, or this page (${presence.origin}) is not one of its pages (add it in the extension's options). It is needed only for servers that send no CORS headers (see the README).`;
   }
   if (!presence.allowed) {
-    return `Bridge extension ${presence.version || ""}: installed, but this page (${presence.origin}) is not one of its allowed pages. Add it in the extension's options.`;
+    return `Bridge extension ${presence.version || ""}: paused in its options.`;
   }
   return `Bridge extension ${presence.version || ""}: ready for this page.`;
 }

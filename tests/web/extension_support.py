@@ -1,8 +1,9 @@
 """Helpers for the bridge extension tests (test_extension.py, test_page_mcp.py).
 
 - :func:`launch_with_extension`: headless Chromium with extension/ loaded unpacked; its
-  service worker is where tests approve pages and servers (chrome.storage, as the options
-  page would) and read the activity log.
+  service worker is where tests set the policy (trusted chrome.storage, as the consent prompt
+  and the options page would) and read the activity log.
+- :func:`consent_page`: the extension's own prompt window, to answer as the user would.
 - :class:`PlainServer`: a tiny HTTP server without CORS headers that echoes requests,
   redirects and stalls, so a test sees exactly what the extension sent.
 - :func:`start_sdk_server`: the real MCP server of tests/mcp/sdk_server.py (official SDK),
@@ -52,33 +53,55 @@ def launch_with_extension(
     workers = [w for w in context.service_workers if w.url.startswith(EXTENSION_ORIGIN)]
     worker = workers[0] if workers else context.wait_for_event("serviceworker", timeout=10_000)
     assert worker.url.startswith(EXTENSION_ORIGIN), worker.url
-    # onInstalled writes the default lists; wait for it so a test's own lists are not
-    # overwritten afterwards.
-    worker.evaluate(
-        """async () => {
-            for (let i = 0; i < 100; i++) {
-                const {pageOrigins} = await chrome.storage.local.get("pageOrigins");
-                if (pageOrigins) return;
-                await new Promise(r => setTimeout(r, 50));
-            }
-        }"""
-    )
     return context, worker
 
 
-def set_lists(worker: Any, *, pages: list[str], targets: list[str]) -> None:
-    """What the options page stores when the user allows pages and approves servers."""
+def set_policy(worker: Any, pages: dict[str, list[str]], *, paused: bool = False) -> None:
+    """What the consent prompt and the options page store: the pages that may use the bridge,
+    each with the servers it may always reach. Answers of this browser session (once, denied)
+    are forgotten. Returns once the content script is registered for exactly those pages."""
     worker.evaluate(
-        "([pageOrigins, approvedTargets]) =>"
-        " chrome.storage.local.set({pageOrigins, approvedTargets})",
-        [pages, targets],
+        """async ([pages, paused]) => {
+            await chrome.storage.session.set({once: [], denied: []});
+            await chrome.storage.local.set({pages, paused});
+        }""",
+        [pages, paused],
+    )
+    wanted = sorted(pages)
+    deadline = time.monotonic() + 10
+    while True:
+        registered = worker.evaluate(
+            "async () => (await chrome.scripting.getRegisteredContentScripts())"
+            ".map(s => s.matches[0].replace(/\\/\\*$/, '')).sort()"
+        )
+        if registered == wanted:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"content scripts {registered}, wanted {wanted}")
+        time.sleep(0.05)
+
+
+def set_lists(worker: Any, *, pages: list[str], targets: list[str]) -> None:
+    """Every page in ``pages`` may always reach every server in ``targets``."""
+    set_policy(worker, {page: list(targets) for page in pages})
+
+
+def policy(worker: Any) -> dict[str, Any]:
+    return dict(
+        worker.evaluate(
+            """async () => ({...(await chrome.storage.local.get(["pages", "paused"])),
+                ...(await chrome.storage.session.get(["once", "denied"]))})"""
+        )
     )
 
 
 def activity(worker: Any) -> list[dict[str, Any]]:
-    return list(
-        worker.evaluate("async () => (await chrome.storage.session.get('activity')).activity || []")
+    """The activity log, newest first."""
+    by_page = worker.evaluate(
+        "async () => (await chrome.storage.session.get('activity')).activity || {}"
     )
+    entries = [entry for page in by_page.values() for entry in page]
+    return sorted(entries, key=lambda entry: entry["time"], reverse=True)
 
 
 def wait_activity(worker: Any, predicate: Any, timeout_s: float = 10.0) -> dict[str, Any]:
@@ -90,6 +113,25 @@ def wait_activity(worker: Any, predicate: Any, timeout_s: float = 10.0) -> dict[
         if time.monotonic() > deadline:
             raise AssertionError(f"no such activity entry; the log: {activity(worker)}")
         time.sleep(0.1)
+
+
+def consent_page(context: Any, page: str, server: str) -> Any:
+    """The prompt the bridge opened for ``page`` -> ``server`` (waits for it)."""
+    question = f"Allow {page} to reach {server} through the bridge?"
+    deadline = time.monotonic() + 15
+    while True:
+        for candidate in context.pages:
+            if candidate.url.startswith(f"{EXTENSION_ORIGIN}/consent.html"):
+                try:
+                    text = candidate.locator("#question").inner_text(timeout=2_000)
+                except Exception:  # closed meanwhile, or still loading
+                    continue
+                if text == question:
+                    return candidate
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no prompt asked {question!r}; pages: {context.pages}")
+        # Not time.sleep: Playwright delivers new pages only while one of its calls runs.
+        context.pages[0].wait_for_timeout(50)
 
 
 class _PlainHandler(BaseHTTPRequestHandler):

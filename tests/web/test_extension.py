@@ -1,5 +1,6 @@
 """The bridge extension (extension/) in headless Chromium, driven through the page's relay
-(web/extension-relay.js): what it lets through, what it refuses, and what servers see.
+(web/extension-relay.js): what it lets through, what it refuses, what servers see, and the
+user's consent, given and taken back in the extension's own pages (consent.html, options.html).
 
 The page is a small probe served from the test server's origin (a Playwright route), so these
 tests need no Pyodide boot; test_page_mcp.py runs the whole agent through the bridge.
@@ -19,11 +20,16 @@ from extension_support import (
     EXTENSION_ORIGIN,
     PlainServer,
     activity,
+    consent_page,
     launch_with_extension,
+    policy,
     set_lists,
+    set_policy,
     start_sdk_server,
     wait_activity,
 )
+
+from agent_py import web_server as serve
 
 pytestmark = pytest.mark.browser
 
@@ -42,7 +48,16 @@ window.bridgeFetch = (request) => new Promise((resolve) => {
   });
 });
 window.bridgeStart = (request) => relay.start(next++, request, {
-  head: () => { window.slowHead = true; }, chunk: () => {}, end: () => {}, error: () => {},
+  head: () => { window.slowHead = true; }, chunk: () => {}, end: () => {},
+  error: (error) => { window.slowError = error; },
+});
+window.rawHello = () => new Promise((resolve) => {
+  // What any script on the page can do, without the relay: ask, and wait for an answer.
+  const channel = new MessageChannel();
+  channel.port1.onmessage = (event) => resolve(event.data);
+  setTimeout(() => resolve(null), 2000);
+  const hello = { channel: "agent_py-bridge", type: "hello" };
+  window.postMessage(hello, location.origin, [channel.port2]);
 });
 window.relay = relay;
 window.probeReady = true;
@@ -108,12 +123,38 @@ def open_probe(context: Any, url: str) -> Any:
 
 
 @pytest.fixture
-def probe(extension: tuple[Any, Any], base_url: str) -> Iterator[Any]:
+def probe(extension: tuple[Any, Any], base_url: str, page_origin: str) -> Iterator[Any]:
+    """The probe page, one of the bridge's pages (no server allowed yet), with an empty log."""
     context, worker = extension
-    worker.evaluate("chrome.storage.session.set({activity: []})")
+    worker.evaluate("chrome.storage.session.set({activity: {}, refusals: 0})")
+    set_policy(worker, {page_origin: []})
     page = open_probe(context, base_url + "bridge-probe.html")
     yield page
     page.close()
+
+
+@pytest.fixture
+def other_port() -> Iterator[str]:
+    """web/ served on another loopback port: the same host, another origin."""
+    server, url = serve.start_server(port=0)
+    yield url
+    server.shutdown()
+    server.server_close()
+
+
+def start_fetch(page: Any, url: str, **request: Any) -> None:
+    """Starts a bridge request without waiting for it; ``finish_fetch`` gives its outcome."""
+    page.evaluate("r => { window.pending = window.bridgeFetch(r); }", {"url": url, **request})
+
+
+def finish_fetch(page: Any) -> dict[str, Any]:
+    return dict(page.evaluate("window.pending"))
+
+
+def open_options(context: Any) -> Any:
+    options = context.new_page()
+    options.goto(f"{EXTENSION_ORIGIN}/options.html")
+    return options
 
 
 def bridge_fetch(page: Any, url: str, **request: Any) -> dict[str, Any]:
@@ -221,21 +262,91 @@ def test_a_server_that_does_not_answer_in_time_is_cut_off(
     }
 
 
-def test_an_unapproved_target_is_refused_before_anything_is_sent(
+def test_the_first_request_asks_the_user_and_deny_sends_nothing(
     extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
 ) -> None:
-    _, worker = extension
-    set_lists(worker, pages=[page_origin], targets=[])
+    context, worker = extension
+    start_fetch(probe, plain.origin + "/echo", method="GET")
 
-    answer = bridge_fetch(probe, plain.origin + "/echo", method="GET")
+    prompt = consent_page(context, page_origin, plain.origin)
+    assert "on this machine" in prompt.locator("#detail").inner_text()
+    assert plain.seen == []  # nothing leaves while the question is open
+    prompt.get_by_role("button", name="Deny").click()
+    answer = finish_fetch(probe)
 
     assert answer["head"] is None
     assert answer["error"]["kind"] == "refused"
-    message = answer["error"]["message"]
-    assert plain.origin in message and "on this machine" in message and "Approve it" in message
+    assert f"You did not allow {page_origin} to reach {plain.origin}" in answer["error"]["message"]
     assert plain.seen == []
-    entry = wait_activity(worker, lambda e: e["result"].startswith("refused"))
-    assert entry["target"] == plain.origin + "/echo"
+    assert policy(worker)["denied"] == [f"{page_origin} {plain.origin}"]
+    # Denied is not asked again (until the browser restarts); the log and the badge show it.
+    again = bridge_fetch(probe, plain.origin + "/echo", method="GET")
+    assert again["error"]["kind"] == "refused"
+    assert not [p for p in context.pages if p.url.startswith(f"{EXTENSION_ORIGIN}/consent")]
+    assert plain.seen == []
+    entry = wait_activity(worker, lambda e: e["refused"])
+    assert entry["target"] == plain.origin + "/echo" and entry["page"] == page_origin
+    assert worker.evaluate("chrome.action.getBadgeText({})") == "2"
+
+
+def test_allow_always_is_listed_by_page_and_revoke_asks_again(
+    extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
+) -> None:
+    context, worker = extension
+    start_fetch(probe, plain.origin + "/echo", method="DELETE")
+    consent_page(context, page_origin, plain.origin).get_by_role(
+        "button", name="Always allow"
+    ).click()
+
+    assert finish_fetch(probe)["head"]["status"] == 200
+    assert policy(worker)["pages"] == {page_origin: [plain.origin]}
+    assert bridge_fetch(probe, plain.origin + "/echo", method="GET")["head"]["status"] == 200
+
+    options = open_options(context)
+    assert options.locator("#extension-origin").inner_text() == EXTENSION_ORIGIN
+    row = options.locator("#activity tbody tr", has_text="DELETE")
+    assert row.locator("td").all_inner_texts()[1:] == [
+        page_origin,
+        "DELETE",
+        plain.origin + "/echo",
+        "127.0.0.1",  # the address webRequest reported
+        "HTTP 200",
+    ]
+    options.get_by_role("button", name=f"Revoke {plain.origin} for {page_origin}").click()
+    options.get_by_text("No server yet: the page's first request asks you.").wait_for()
+    options.close()
+    assert policy(worker)["pages"] == {page_origin: []}
+
+    start_fetch(probe, plain.origin + "/echo", method="GET")
+    consent_page(context, page_origin, plain.origin).get_by_role("button", name="Deny").click()
+    assert finish_fetch(probe)["error"]["kind"] == "refused"
+
+
+def test_allow_once_lasts_until_its_tab_closes(
+    extension: tuple[Any, Any], plain: PlainServer, base_url: str, page_origin: str
+) -> None:
+    context, worker = extension
+    set_policy(worker, {page_origin: []})
+    first = open_probe(context, base_url + "bridge-probe.html")
+    start_fetch(first, plain.origin + "/echo", method="GET")
+    consent_page(context, page_origin, plain.origin).get_by_role(
+        "button", name="Allow once"
+    ).click()
+    assert finish_fetch(first)["head"]["status"] == 200
+    assert [g["server"] for g in policy(worker)["once"]] == [plain.origin]
+    assert policy(worker)["pages"] == {page_origin: []}  # nothing kept for later
+
+    second = open_probe(context, base_url + "bridge-probe.html")  # another tab: asked again
+    start_fetch(second, plain.origin + "/echo", method="GET")
+    consent_page(context, page_origin, plain.origin).get_by_role("button", name="Deny").click()
+    assert finish_fetch(second)["error"]["kind"] == "refused"
+    second.close()
+
+    first.close()
+    deadline = time.monotonic() + 10
+    while policy(worker)["once"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert policy(worker)["once"] == []
 
 
 def test_plain_http_is_refused_except_on_loopback(
@@ -250,41 +361,128 @@ def test_plain_http_is_refused_except_on_loopback(
     assert "only https" in answer["error"]["message"]
 
 
-def test_a_page_from_another_origin_is_refused(
-    extension: tuple[Any, Any], plain: PlainServer, base_url: str, page_origin: str
+def test_a_page_the_user_did_not_add_hears_nothing(
+    extension: tuple[Any, Any],
+    plain: PlainServer,
+    base_url: str,
+    page_origin: str,
+    other_port: str,
 ) -> None:
     context, worker = extension
     set_lists(worker, pages=[page_origin], targets=[plain.origin])
-    other = base_url.replace("127.0.0.1", "localhost")  # same files, another origin
-    page = open_probe(context, other + "bridge-probe.html")
-    try:
-        presence = page.evaluate("window.relay.detect({again: true})")
-        answer = bridge_fetch(page, plain.origin + "/echo", method="GET")
-    finally:
-        page.close()
-
-    assert presence["present"] is True and presence["allowed"] is False
-    assert answer["error"]["kind"] == "refused"
-    assert "is not allowed to use the agent_py bridge" in answer["error"]["message"]
+    worker.evaluate("chrome.storage.session.set({activity: {}, refusals: 0})")
+    other_host = base_url.replace("127.0.0.1", "localhost")  # same port, another origin
+    for other in (other_host, other_port):  # and the same host on another port
+        page = open_probe(context, other + "bridge-probe.html")
+        try:
+            raw = page.evaluate("window.rawHello()")
+            presence = page.evaluate("window.relay.detect({again: true})")
+            answer = bridge_fetch(page, plain.origin + "/echo", method="GET")
+        finally:
+            page.close()
+        assert raw is None  # no reply at all: the same as a browser without the extension
+        assert presence["present"] is False
+        assert answer["error"]["kind"] == "no-bridge"
     assert plain.seen == []
-    entry = wait_activity(worker, lambda e: e["page"] == other.rstrip("/"))
-    assert entry["result"].startswith("refused")
+    # The page the user added is answered.
+    page = open_probe(context, base_url + "bridge-probe.html")
+    assert page.evaluate("window.rawHello()")["allowed"] is True
+    page.close()
 
-    # The user allows that page in the options: from then on it may use the bridge.
-    options = context.new_page()
-    options.goto(f"{EXTENSION_ORIGIN}/options.html")
-    options.get_by_label("Page origin").fill(other)
+    # The user adds that page in the options: from then on the bridge answers it.
+    options = open_options(context)
+    options.get_by_label("Page origin").fill(other_host)
     options.get_by_role("button", name="Allow page").click()
-    options.get_by_role("button", name=f"Remove page {other.rstrip('/')}").wait_for()
+    options.get_by_role("button", name=f"Remove page {other_host.rstrip('/')}").wait_for()
     options.close()
-    page = open_probe(context, other + "bridge-probe.html")
+    deadline = time.monotonic() + 10
+    while len(worker.evaluate("chrome.scripting.getRegisteredContentScripts()")) < 2:
+        assert time.monotonic() < deadline, "the content script was not registered"
+        time.sleep(0.05)
+    page = open_probe(context, other_host + "bridge-probe.html")
     try:
-        assert bridge_fetch(page, plain.origin + "/echo", method="GET")["head"]["status"] == 200
+        assert page.evaluate("window.rawHello()")["allowed"] is True
+        start_fetch(page, plain.origin + "/echo", method="GET")
+        # Another page, the same server: asked again (consent is per page and server).
+        consent_page(context, other_host.rstrip("/"), plain.origin).get_by_role(
+            "button", name="Always allow"
+        ).click()
+        assert finish_fetch(page)["head"]["status"] == 200
     finally:
         page.close()
 
 
-def test_redirects_are_followed_hop_by_hop_only_to_approved_servers(
+def test_a_removed_page_that_is_still_open_is_refused_in_silence(
+    extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
+) -> None:
+    _, worker = extension
+    set_lists(worker, pages=[page_origin], targets=[plain.origin])
+    assert bridge_fetch(probe, plain.origin + "/echo", method="GET")["head"]["status"] == 200
+    set_policy(worker, {})  # removed; the content script stays in the open page
+
+    assert probe.evaluate("window.rawHello()") is None
+    probe.evaluate(
+        "url => window.relay.start(99, {url, method: 'GET'}, {head() {}, chunk() {}, end() {},"
+        " error: (e) => { window.silentError = e; }})",
+        plain.origin + "/echo",
+    )
+    entry = wait_activity(worker, lambda e: "not one of the bridge's pages" in e["result"])
+    assert entry["refused"] and entry["page"] == page_origin
+    assert probe.evaluate("window.silentError") is None  # the page heard nothing
+    assert len(plain.seen) == 1
+
+
+def test_the_policy_is_unreadable_from_a_content_script(
+    extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
+) -> None:
+    context, worker = extension
+    set_lists(worker, pages=[page_origin], targets=[plain.origin])
+    page = open_probe(context, probe.url)  # loaded after the policy: content script present
+    session = context.new_cdp_session(page)
+    worlds: list[dict[str, Any]] = []
+    session.on(
+        "Runtime.executionContextCreated",
+        lambda event: worlds.append(event["context"]),
+    )
+    session.send("Runtime.enable")
+    deadline = time.monotonic() + 10
+    while not [w for w in worlds if w["name"] == "agent_py bridge"]:
+        assert time.monotonic() < deadline, f"no content-script world among {worlds}"
+        time.sleep(0.05)
+    world = next(w for w in worlds if w["name"] == "agent_py bridge")
+    assert world["auxData"]["type"] == "isolated"
+
+    def in_content_script(expression: str) -> Any:
+        answer = session.send(
+            "Runtime.evaluate",
+            {
+                "expression": expression,
+                "contextId": world["id"],
+                "awaitPromise": True,
+                "returnByValue": True,
+            },
+        )
+        return answer["result"].get("value")
+
+    probe_code = (
+        "chrome.storage.{area}.get(null).then(v => 'read: ' + JSON.stringify(v),"
+        " e => 'refused: ' + e.message)"
+    )
+    local = in_content_script(probe_code.format(area="local"))
+    session_area = in_content_script(probe_code.format(area="session"))
+    written = in_content_script(
+        "chrome.storage.local.set({pages: {'http://evil.example': []}})"
+        ".then(() => 'written', e => 'refused: ' + e.message)"
+    )
+    page.close()
+
+    assert local.startswith("refused"), local
+    assert session_area.startswith("refused"), session_area
+    assert written.startswith("refused"), written
+    assert policy(worker)["pages"] == {page_origin: [plain.origin]}
+
+
+def test_redirects_are_followed_hop_by_hop_only_to_allowed_servers(
     extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
 ) -> None:
     _, worker = extension
@@ -304,7 +502,45 @@ def test_redirects_are_followed_hop_by_hop_only_to_approved_servers(
     assert elsewhere.origin in refused["error"]["message"]
     assert json.loads(same["body"])["path"] == "/echo"
     assert json.loads(same["body"])["method"] == "POST"  # 307 keeps the method and body
+    assert json.loads(same["body"])["body"] == "{}"
     assert json.loads(see_other["body"])["method"] == "GET"  # 303 turns it into a GET
+
+
+def test_a_redirect_to_another_server_drops_its_session_token_and_body(
+    extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
+) -> None:
+    _, worker = extension
+    secrets = {"Authorization": "Bearer t0k", "Mcp-Session-Id": "s-1", "Last-Event-ID": "7"}
+    with PlainServer() as elsewhere:
+        set_lists(worker, pages=[page_origin], targets=[plain.origin, elsewhere.origin])
+        same = bridge_fetch(
+            probe, f"{plain.origin}/redirect?to=/echo", method="GET", headers=secrets
+        )
+        crossed = bridge_fetch(
+            probe,
+            f"{plain.origin}/redirect?to={elsewhere.origin}/echo",
+            method="GET",
+            headers={**secrets, "MCP-Protocol-Version": "2025-11-25"},
+        )
+        posted = bridge_fetch(
+            probe,
+            f"{plain.origin}/redirect?status=307&to={elsewhere.origin}/echo",
+            method="POST",
+            headers=secrets,
+            body=b64({"secret": 1}),
+        )
+        seen_elsewhere = list(elsewhere.seen)
+
+    kept = json.loads(same["body"])["headers"]
+    assert kept["authorization"] == "Bearer t0k" and kept["mcp-session-id"] == "s-1"
+    arrived = json.loads(crossed["body"])["headers"]
+    assert "authorization" not in arrived
+    assert "mcp-session-id" not in arrived
+    assert "last-event-id" not in arrived
+    assert arrived["mcp-protocol-version"] == "2025-11-25"  # not a secret: kept
+    assert posted["error"]["kind"] == "refused"
+    assert "does not send a request body to another server" in posted["error"]["message"]
+    assert [seen["method"] for seen in seen_elsewhere] == ["GET"]  # the POST never arrived
 
 
 def test_a_request_is_aborted_when_the_page_goes_away(
@@ -326,44 +562,177 @@ def test_a_request_is_aborted_when_the_page_goes_away(
     assert entry["result"] == "HTTP 200, then the page went away"
 
 
-def test_the_options_page_approves_a_server_and_shows_the_activity(
-    extension: tuple[Any, Any], plain: PlainServer, base_url: str, page_origin: str
+def revoke_server(options: Any, page: str, server: str) -> None:
+    options.get_by_role("button", name=f"Revoke {server} for {page}").click()
+
+
+def remove_page(options: Any, page: str, server: str) -> None:
+    options.get_by_role("button", name=f"Remove page {page}").click()
+
+
+def pause_bridge(options: Any, page: str, server: str) -> None:
+    options.get_by_label("Pause the bridge").check()
+
+
+@pytest.mark.parametrize(
+    ("undo", "why"),
+    [
+        (revoke_server, "access from {page} to {server} was revoked"),
+        (remove_page, "{page} was removed from the bridge's pages"),
+        (pause_bridge, "the bridge was paused"),
+    ],
+    ids=["revoke", "remove-page", "pause"],
+)
+def test_taking_consent_back_cuts_a_running_stream_at_once(
+    extension: tuple[Any, Any],
+    probe: Any,
+    plain: PlainServer,
+    page_origin: str,
+    undo: Any,
+    why: str,
 ) -> None:
     context, worker = extension
-    set_lists(worker, pages=[page_origin], targets=[])
-    options = context.new_page()
-    options.goto(f"{EXTENSION_ORIGIN}/options.html")
-    assert options.locator("#extension-origin").inner_text() == EXTENSION_ORIGIN
-    assert options.get_by_role("button", name=f"Remove page {page_origin}").is_visible()
+    set_lists(worker, pages=[page_origin], targets=[plain.origin])
+    options = open_options(context)
+    options.get_by_role("button", name=f"Revoke {plain.origin} for {page_origin}").wait_for()
+    probe.evaluate("r => window.bridgeStart(r)", {"url": plain.origin + "/slow", "method": "GET"})
+    probe.wait_for_function("window.slowHead === true")
+    assert plain.disconnects == []
 
-    options.get_by_label("Server URL").fill("http://10.0.0.5:8000/mcp")
-    options.get_by_role("button", name="Approve server").click()
-    assert "only https" in options.get_by_role("status").inner_text()
+    undo(options, page_origin, plain.origin)
+    probe.wait_for_function("window.slowError !== undefined")
+    cut_at = time.monotonic()
 
-    options.get_by_label("Server URL").fill(plain.origin + "/mcp")
-    options.get_by_role("button", name="Approve server").click()
-    options.get_by_role("button", name=f"Remove server {plain.origin}").wait_for()
-    assert "on this machine" in options.get_by_role("status").inner_text()
-
-    page = open_probe(context, base_url + "bridge-probe.html")
-    answer = bridge_fetch(page, plain.origin + "/echo", method="DELETE")
-    page.close()
-    assert answer["head"]["status"] == 200
-
-    row = options.locator("#activity tbody tr", has_text="DELETE")
-    row.wait_for()
-    cells = row.locator("td").all_inner_texts()
-    assert cells[1:] == [page_origin, "DELETE", plain.origin + "/echo", "HTTP 200"]
-
-    options.get_by_role("button", name=f"Remove server {plain.origin}").click()
-    options.get_by_text("No server is approved yet.").wait_for()
+    reason = why.format(page=page_origin, server=plain.origin)
+    assert probe.evaluate("window.slowError") == {
+        "kind": "refused",
+        "message": f"Stopped: {reason}.",
+    }
+    deadline = time.monotonic() + 10
+    while not plain.disconnects and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert plain.disconnects and plain.disconnects[0] - cut_at < 2.0
+    entry = wait_activity(worker, lambda e: e["target"] == plain.origin + "/slow")
+    assert entry["result"] == f"HTTP 200, then stopped: {reason}"
+    options.get_by_label("Pause the bridge").uncheck()
     options.close()
-    assert activity(worker)[0]["method"] == "DELETE"
 
 
-def test_the_extension_key_fixes_its_id(extension: tuple[Any, Any]) -> None:
+def test_a_noisy_page_cannot_push_another_page_out_of_the_log(
+    extension: tuple[Any, Any],
+    probe: Any,
+    plain: PlainServer,
+    base_url: str,
+    page_origin: str,
+    tmp_path: Path,
+) -> None:
+    context, worker = extension
+    noisy_origin = base_url.replace("127.0.0.1", "localhost").rstrip("/")
+    set_policy(worker, {page_origin: [plain.origin], noisy_origin: []})
+    assert bridge_fetch(probe, plain.origin + "/echo", method="GET")["head"]["status"] == 200
+    noisy = open_probe(context, noisy_origin + "/bridge-probe.html")
+    refusals = noisy.evaluate(
+        """url => Promise.all(Array.from({length: 120}, () =>
+            window.bridgeFetch({url, method: "PUT"}))).then(all => all.filter(
+            a => a.error && a.error.kind === "refused").length)""",
+        plain.origin + "/echo",
+    )
+    noisy.close()
+    assert refusals == 120
+    deadline = time.monotonic() + 15
+    while len([e for e in activity(worker) if e["page"] == noisy_origin]) < 50:
+        assert time.monotonic() < deadline, "the refusals were not logged"
+        time.sleep(0.1)
+
+    log = activity(worker)
+    assert len([e for e in log if e["page"] == noisy_origin]) == 50  # its quota
+    ours = [e for e in log if e["page"] == page_origin]
+    assert [e["result"] for e in ours] == ["HTTP 200"]
+    deadline = time.monotonic() + 10
+    while worker.evaluate("chrome.action.getBadgeText({})") != "120":
+        assert time.monotonic() < deadline, worker.evaluate("chrome.action.getBadgeText({})")
+        time.sleep(0.05)
+
+    options = open_options(context)
+    options.locator("#activity tbody tr").first.wait_for()
+    options.get_by_label("Show").select_option(page_origin)
+    rows = options.locator("#activity tbody tr")
+    assert rows.count() == 1 and page_origin in rows.first.inner_text()
+    with options.expect_download() as download:
+        options.get_by_role("button", name="Export as JSON").click()
+    saved = tmp_path / "activity.json"
+    download.value.save_as(saved)
+    exported = json.loads(saved.read_text())
+    assert exported["page"] == page_origin
+    assert [(e["page"], e["method"], e["result"]) for e in exported["entries"]] == [
+        (page_origin, "GET", "HTTP 200")
+    ]
+    options.get_by_role("button", name="Clear the log").click()
+    options.locator("#activity tbody tr").first.wait_for(state="detached")
+    assert worker.evaluate("chrome.action.getBadgeText({})") == ""
+    options.close()
+
+
+def test_a_public_name_that_resolved_to_a_private_address_is_refused(
+    extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
+) -> None:
+    """The rule, run in the extension's own context; the address it judges is what webRequest
+    reported for the request (shown in the log, 127.0.0.1 here)."""
+    context, worker = extension
+    set_lists(worker, pages=[page_origin], targets=[plain.origin])
+    bridge_fetch(probe, plain.origin + "/echo", method="GET")
+    assert wait_activity(worker, lambda e: e["method"] == "GET")["address"] == "127.0.0.1"
+
+    options = open_options(context)
+    verdicts = options.evaluate(
+        """async () => {
+            const { addressRefusal } = await import("./policy.js");
+            return [
+                addressRefusal("https://mcp.example.org", "127.0.0.1"),
+                addressRefusal("https://mcp.example.org", "192.168.1.7"),
+                addressRefusal("https://mcp.example.org", "::1"),
+                addressRefusal("https://mcp.example.org", undefined),
+                addressRefusal("https://mcp.example.org", "93.184.215.14"),
+                addressRefusal("http://127.0.0.1:8000", "127.0.0.1"),
+                addressRefusal("https://192.168.1.7", "192.168.1.7"),
+            ];
+        }"""
+    )
+    options.close()
+    assert "resolved to 127.0.0.1 (on this machine), not on the internet" in verdicts[0]
+    assert "resolved to 192.168.1.7 (on a private network)" in verdicts[1]
+    assert "resolved to ::1" in verdicts[2]
+    assert "could not see which address" in verdicts[3]
+    assert verdicts[4:] == [None, None, None]
+
+
+def test_the_extension_key_fixes_its_id_and_the_manifest_trusts_no_page(
+    extension: tuple[Any, Any],
+) -> None:
     _, worker = extension
     manifest = json.loads((Path(__file__).parents[2] / "extension" / "manifest.json").read_text())
     assert worker.url.startswith(EXTENSION_ORIGIN + "/")
-    assert manifest["content_scripts"][0]["matches"] == ["http://127.0.0.1/*", "http://localhost/*"]
+    assert "content_scripts" not in manifest  # registered per page the user added
     assert "<all_urls>" not in json.dumps(manifest)
+
+
+def test_a_fresh_install_trusts_no_page(
+    playwright: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    browser_settings: Any,
+    base_url: str,
+) -> None:
+    context, worker = launch_with_extension(
+        playwright, tmp_path_factory.mktemp("fresh"), browser_settings.launch_options()
+    )
+    try:
+        context.route(
+            "**/bridge-probe.html",
+            lambda route: route.fulfill(body=PROBE, content_type="text/html; charset=utf-8"),
+        )
+        assert worker.evaluate("chrome.scripting.getRegisteredContentScripts()") == []
+        page = open_probe(context, base_url + "bridge-probe.html")
+        assert page.evaluate("window.rawHello()") is None
+        assert worker.evaluate("chrome.storage.local.get(null)") == {}
+    finally:
+        context.close()

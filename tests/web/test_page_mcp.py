@@ -13,6 +13,7 @@ import pytest
 from extension_support import (
     EXTENSION_ORIGIN,
     activity,
+    consent_page,
     launch_with_extension,
     set_lists,
     start_sdk_server,
@@ -138,10 +139,12 @@ def test_an_agent_run_calls_an_mcp_tool_through_the_bridge(
         open_app(page, page_url("index.html?engine=scripted"))
         assert "ready for this page" in page.locator("#mcp-bridge-status").inner_text()
 
-        # Added before its approval: the extension refuses, and the panel says what to do.
+        # The first request to the server asks the user, in the extension's own window; denied,
+        # the panel says so and what to do.
         add_server(page, "calc", mcp_url)
+        consent_page(context, page_origin, server_origin).get_by_role("button", name="Deny").click()
         refused = server_item(page, "calc", "error").locator(".server-status").inner_text()
-        assert "refused" in refused and "not an approved server" in refused
+        assert "refused" in refused and f"You did not allow {page_origin}" in refused
 
         set_lists(worker, pages=[page_origin], targets=[server_origin])
         page.get_by_role("button", name="Reconnect server calc").click()
