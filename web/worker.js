@@ -182,7 +182,8 @@ async function createWebLLMEngine(gpu, settings) {
   if (usable && !gpu.f16 && needsShaderF16(record)) {
     // The same check runs again at every reload, for whichever model a run asks for.
     usable = false;
-    reason = `This GPU has no shader-f16 support, so ${settings.model} (a 16-bit float model) cannot run. Choose ${f32Variant(settings.model) || "a q4f32 model"} in Settings.`;
+    const f16 = `This GPU has no shader-f16 support, so ${settings.model} (a 16-bit float model) cannot run. Choose ${f32Variant(settings.model) || "a q4f32 model"} in Settings.`;
+    reason = gpu.software ? `${gpu.reason} ${f16}` : f16;
   }
   return { engine: webllmEngine, gpu, info: { name: "webllm", label: webllmEngine.label, usable, reason } };
 }

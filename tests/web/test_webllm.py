@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,6 +165,7 @@ def test_forced_webllm_on_a_software_adapter_refuses_a_q4f16_model_before_loadin
     assert engine["usable"] is False
     notice = page.locator("#engine-notice").inner_text()
     assert "shader-f16" in notice and "Qwen3-4B-q4f32_1-MLC" in notice
+    assert "software renderer" in notice  # both reasons, not only the last
     assert guard.blocked == []
 
 
@@ -290,7 +293,7 @@ def test_unload_during_a_download_of_reload_cancels_it_in_words(
     assert result["reload"]["kind"] == "cancelled", result["reload"]
     assert "unloaded while it loaded" in result["reload"]["message"]
     assert result["loadedModel"] is None
-    assert result["counts"] == {"reloads": 0, "unloads": 1}
+    assert result["counts"] == {"reloads": 0, "unloads": 1, "reload_ms": []}
     assert harness.blocked == []
 
 
@@ -321,7 +324,7 @@ def test_unload_past_the_last_download_of_reload_leaves_nothing_loaded(harness: 
     assert result["reload"]["ok"] is False
     assert result["reload"]["kind"] == "cancelled"
     assert result["loadedModel"] is None
-    assert result["counts"] == {"reloads": 0, "unloads": 1}
+    assert result["counts"] == {"reloads": 0, "unloads": 1, "reload_ms": []}
     assert result["onGpu"] == []  # unloaded again once the load finished
 
 
@@ -451,3 +454,22 @@ def test_f16_pipeline_errors_and_the_f16_check_come_from_the_model_record(
         assert result["reloads"][model]["kind"] == "f16", result["reloads"][model]
     assert harness.blocked == []  # refused before WebLLM reached for the files
     assert not any("huggingface" in url or "githubusercontent" in url for url in harness.urls)
+
+
+# --- scripts/webllm_check.py ------------------------------------------------------------------
+
+
+def test_webllm_check_refuses_to_measure_on_a_software_adapter(vendored: Path) -> None:
+    """The maintainer's check adds --enable-unsafe-webgpu; here that gives SwiftShader, which
+    it must name and refuse rather than report numbers for."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "webllm_check.py"), "--skip-suite"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,  # a hang guard: the page boots in seconds
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "adapter: google swiftshader" in done.stdout
+    assert "software renderer" in done.stderr
+    assert "decode tok/s" not in done.stdout  # no numbers for a software adapter

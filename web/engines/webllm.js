@@ -79,7 +79,8 @@ export class WebLLMEngine {
     this.engine = null;
     this.loadedModel = null;
     this.loadedRecord = null;
-    this.counts = { reloads: 0, unloads: 0 };
+    // reload_ms: how long each completed reload took (scripts/webllm_check.py reports it).
+    this.counts = { reloads: 0, unloads: 0, reload_ms: [] };
     this.label = "WebLLM (WebGPU)";
     // Every reload and unload takes a ticket; a reload that finds a later ticket lost a race.
     this.ticket = 0;
@@ -95,6 +96,7 @@ export class WebLLMEngine {
     const config = this.appConfig(model);
     const record = recordOf(model, config);
     if (!record) throw new EngineError("config", `WebLLM knows no model called ${model}. Pick one from the list, or set a model URL for a self-hosted model.`);
+    const started = performance.now();
     const ticket = ++this.ticket;
     this.lastRequest = "reload";
     this.loadedModel = null;
@@ -131,6 +133,7 @@ export class WebLLMEngine {
     this.loadedModel = model;
     this.loadedRecord = record;
     this.counts.reloads += 1;
+    this.counts.reload_ms.push(Math.round(performance.now() - started));
   }
 
   async unload() {
