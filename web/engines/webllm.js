@@ -102,6 +102,7 @@ export class WebLLMEngine {
     this.loadedModel = null;
     this.loadedRecord = null;
     const gpu = (this.options.gpu ??= await detectWebGPU());
+    if (ticket !== this.ticket) throw this.superseded(model);
     // WebLLM checks required_features only after downloading the model library, and Qwen3's
     // q4f16 records declare none: without this check the load fails inside shader compilation.
     if (gpu.adapter && !gpu.f16 && needsShaderF16(record)) {
@@ -127,13 +128,18 @@ export class WebLLMEngine {
       // abort reason (a bare string), or, past its last abortable download, finishes loading
       // and returns quietly: after an unload the model must not stay on the GPU.
       if (this.lastRequest === "unload") await this.engine.unload();
-      throw new EngineError("cancelled", `Loading ${model} was cancelled: the model was unloaded while it loaded.`);
+      throw this.superseded(model);
     }
     if (failure) throw classifyLoadError(failure, record, gpu);
     this.loadedModel = model;
     this.loadedRecord = record;
     this.counts.reloads += 1;
     this.counts.reload_ms.push(Math.round(performance.now() - started));
+  }
+
+  superseded(model) {
+    const why = this.lastRequest === "unload" ? "the model was unloaded while it loaded" : "another model load replaced it";
+    return new EngineError("cancelled", `Loading ${model} was cancelled: ${why}.`);
   }
 
   async unload() {
