@@ -18,7 +18,9 @@ Bridge methods (all but ``emit`` return a promise of a JSON string):
 MCP servers reach the network through a second object, ``http``
 (:class:`~agent_py.mcp.browser_transport.HttpBridge`: the worker's fetch, or the bridge
 extension). :meth:`PageSession.configure_servers` connects them; their tools join the
-agent's tools, named ``<server>__<tool>``, from the next run.
+agent's tools, named ``<server>__<tool>``, from the next run. A third, ``user``
+(:class:`~agent_py.mcp.browser_user.UserBridge`), lets a server without a token sign the
+user in with OAuth (a popup) and ask the user questions (elicitation forms).
 
 This module imports nothing from Pyodide, so it is tested in CPython too.
 """
@@ -47,9 +49,17 @@ from agent_py.llm import (
     TokenCallback,
     Usage,
 )
+from agent_py.mcp.auth import Authorizer
 from agent_py.mcp.browser_transport import HttpBridge, browser_transport_factory
+from agent_py.mcp.browser_user import (
+    PageTokenStore,
+    PopupFrontEnd,
+    UserBridge,
+    page_elicitation,
+)
 from agent_py.mcp.errors import MCPConfigError
 from agent_py.mcp.host import MCPClientHost, MCPServerConfig, MCPServerStatus
+from agent_py.mcp.oauth import OAuthAuthorizer, OAuthSettings
 from agent_py.mcp.results import describe_validation_error
 from agent_py.mcp.transport import HTTPTransport
 from agent_py.model_client import ReplyBudgets
@@ -227,7 +237,12 @@ class PageSession:
     and the MCP servers whose tools it may use."""
 
     def __init__(
-        self, bridge: Bridge, session: str | None = None, *, http: HttpBridge | None = None
+        self,
+        bridge: Bridge,
+        session: str | None = None,
+        *,
+        http: HttpBridge | None = None,
+        user: UserBridge | None = None,
     ) -> None:
         self._bridge = bridge
         self._session = session
@@ -235,9 +250,13 @@ class PageSession:
         self._agent: Agent | None = None
         self._builtin_names: list[str] = []
         self._servers: dict[str, MCPServerConfig] = {}
+        self._user = user
+        self._auth_store = PageTokenStore(user) if user is not None else None
         self._mcp = MCPClientHost(
             transport_factory=browser_transport_factory(http) if http else _no_network,
             on_status=self._server_status,
+            on_elicit=page_elicitation(user) if user is not None else None,
+            authorizer_factory=self._authorizer if user is not None else None,
         )
 
     @property
@@ -289,6 +308,34 @@ class PageSession:
         await asyncio.gather(*(self._mcp.add_server(c) for c in changed))
         return self._statuses_json([*self._mcp.statuses(), *invalid])
 
+    def set_auth_records(self, records_json: str) -> None:
+        """The OAuth registrations and tokens the page kept (``{server url: record}``)."""
+        records = json.loads(records_json)
+        if self._auth_store is not None and isinstance(records, dict):
+            self._auth_store.replace(records)
+
+    async def forget_sign_in(self, name: str) -> str:
+        """Forget a server's OAuth tokens and registration, and connect it again."""
+        config = self._servers.get(name)
+        if config is not None and self._auth_store is not None:
+            self._auth_store.forget(config.url)
+            await self._mcp.reconnect(name)
+        return self._statuses_json(self._mcp.statuses())
+
+    def _authorizer(self, config: MCPServerConfig, transport: HTTPTransport) -> Authorizer | None:
+        if config.token is not None or self._user is None or self._auth_store is None:
+            return None  # a configured token is used as it is
+        front_end = PopupFrontEnd(
+            self._user, server=config.name, redirect_uri=str(self._user.callbackUrl)
+        )
+        return OAuthAuthorizer(
+            config.url,
+            transport,
+            settings=OAuthSettings(client_name="agent_py (browser page)"),
+            store=self._auth_store,
+            front_end=front_end,
+        )
+
     async def reconnect_server(self, name: str) -> str:
         """Connect a server again (it restarted, or the extension was just set up)."""
         if name not in self._servers:
@@ -301,7 +348,8 @@ class PageSession:
 
     def _status_data(self, status: MCPServerStatus) -> dict[str, Any]:
         tools = [tool.name for tool in self._mcp.tools() if tool.server == status.name]
-        return {**status.model_dump(mode="json"), "tools": tools}
+        signed_in = self._auth_store is not None and self._auth_store.has(status.url)
+        return {**status.model_dump(mode="json"), "tools": tools, "signed_in": signed_in}
 
     def _statuses_json(self, statuses: list[MCPServerStatus]) -> str:
         return json.dumps([self._status_data(status) for status in statuses])

@@ -6,6 +6,7 @@ import { SessionStore, downloadJsonl } from "./sessions.js";
 import { JavaScriptSandbox } from "./sandbox-host.js";
 import { ExtensionRelay } from "./extension-relay.js";
 import { ServersPanel } from "./servers.js";
+import { UserPrompts, loadAuthRecords } from "./user-prompts.js";
 
 const DEFAULT_SETTINGS = {
   model: "Qwen3-4B-q4f16_1-MLC",
@@ -100,7 +101,12 @@ const serversPanel = new ServersPanel({
     await relay.detect({ again: true }); // the extension may have been set up meanwhile
     if (ready) worker.postMessage({ type: "mcp-reconnect", name });
   },
+  onForget: (name) => {
+    if (ready) worker.postMessage({ type: "mcp-forget", name });
+  },
 });
+// OAuth sign-in popups and elicitation forms for the MCP client (user-prompts.js).
+const userPrompts = new UserPrompts({ send: (message) => worker.postMessage(message), panel: serversPanel });
 relay.onPresence((presence) => serversPanel.setPresence(presence));
 relay.detect();
 
@@ -161,6 +167,10 @@ function onWorkerMessage(message) {
       return showCachedModels(message.cached);
     case "mcp-status":
       return serversPanel.setStatus(message.status);
+    case "mcp-authorize":
+    case "mcp-auth-save":
+    case "mcp-elicit":
+      return userPrompts.onWorkerMessage(message);
     case "bridge-request":
       return relayBridgeRequest(message);
     case "bridge-abort":
@@ -203,6 +213,7 @@ function onReady({ engine, timings }) {
   }
   setStatus(engine.usable ? "Ready" : "Ready, but no model can run here");
   setRunning(false);
+  worker.postMessage({ type: "mcp-auth-records", records: loadAuthRecords() });
   worker.postMessage({ type: "mcp-servers", servers: serversPanel.servers() });
 }
 

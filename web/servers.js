@@ -1,7 +1,9 @@
 // The MCP servers panel: the list of servers the user added (saved in this browser, tokens
 // included), each with its state as the agent worker reports it, and a form to add or edit
 // one. It only edits the list and draws states; connecting is the worker's job
-// (agent_py.browser.PageSession.configure_servers). No server is built in.
+// (agent_py.browser.PageSession.configure_servers). No server is built in. A server that
+// wants an OAuth sign-in gets a "Sign in" button (user-prompts.js opens the popup); one
+// signed in can forget its tokens. Tools the agent cannot use are named with the reason.
 
 const STORAGE_KEY = "agent_py.mcp_servers";
 const NAME_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
@@ -80,17 +82,20 @@ export class ServersPanel {
   #servers = loadServers();
   #statuses = new Map(); // name -> last status from the worker
   #editing = null; // name of the server in the form, or null when adding
+  #signIns = new Map(); // name -> {open, cancel, note}
   #onChange;
   #onReconnect;
+  #onForget;
   #$;
 
   /**
    * `onChange(servers)` runs after every edit with the whole list; `onReconnect(name)` when
-   * the user asks to connect a server again.
+   * the user asks to connect a server again; `onForget(name)` to forget its OAuth sign-in.
    */
-  constructor({ onChange, onReconnect }) {
+  constructor({ onChange, onReconnect, onForget = () => {} }) {
     this.#onChange = onChange;
     this.#onReconnect = onReconnect;
+    this.#onForget = onForget;
     this.#$ = (id) => document.getElementById(id);
     this.#$("mcp-add").addEventListener("click", () => this.#openForm(null));
     this.#$("mcp-cancel").addEventListener("click", () => this.#closeForm());
@@ -117,6 +122,19 @@ export class ServersPanel {
     this.#render();
   }
 
+  /** A sign-in waits for the user's click (`{open, cancel}`), or no longer (null). */
+  setSignIn(name, handlers) {
+    if (handlers) this.#signIns.set(name, { ...handlers, note: "" });
+    else this.#signIns.delete(name);
+    this.#render();
+  }
+
+  setSignInNote(name, note) {
+    const signIn = this.#signIns.get(name);
+    if (signIn) signIn.note = note;
+    this.#render();
+  }
+
   setPresence(presence) {
     this.#$("mcp-bridge-status").textContent = describePresence(presence);
   }
@@ -140,12 +158,31 @@ export class ServersPanel {
 
   #item(server) {
     const status = this.#statuses.get(server.name);
-    const state = server.enabled ? status?.state || "pending" : "disabled";
+    const signIn = this.#signIns.get(server.name);
+    const state = signIn ? "sign-in" : server.enabled ? status?.state || "pending" : "disabled";
     const button = (text, label, onClick) => {
       const node = el("button", { type: "button", "aria-label": `${label} server ${server.name}`, text });
       node.addEventListener("click", onClick);
       return node;
     };
+    const extra = [];
+    if (signIn) {
+      extra.push(
+        el(
+          "div",
+          { class: "sign-in" },
+          el("p", { text: `${server.name} asks you to sign in (OAuth). The sign-in opens in a new window.` }),
+          button("Sign in", "Sign in to", () => signIn.open()),
+          " ",
+          button("Cancel sign-in", "Cancel sign-in to", () => signIn.cancel()),
+          signIn.note ? el("p", { role: "alert", text: signIn.note }) : "",
+        ),
+      );
+    }
+    if (status?.left_out?.length) {
+      extra.push(el("p", { class: "muted left-out", text: `Not offered to the agent: ${status.left_out.join("; ")}.` }));
+    }
+    const forget = status?.signed_in ? [button("Forget sign-in", "Forget sign-in of", () => this.#onForget(server.name))] : [];
     return el(
       "li",
       { class: "server", dataset: { server: server.name, state } },
@@ -158,12 +195,14 @@ export class ServersPanel {
         " ",
         el("span", { class: "muted", text: `transport: ${server.transport}` }),
       ),
-      el("p", { class: "server-status", text: describeStatus(server, status) }),
+      el("p", { class: "server-status", text: describeStatus(server, status) + (status?.signed_in ? " Signed in (OAuth)." : "") }),
+      ...extra,
       el(
         "div",
         { class: "buttons" },
         button("Edit", "Edit", () => this.#openForm(server.name)),
         button("Reconnect", "Reconnect", () => this.#onReconnect(server.name)),
+        ...forget,
         button("Remove", "Remove", () => this.#remove(server.name)),
       ),
     );

@@ -11,6 +11,9 @@
 //   {type: "models"} / {type: "delete-model", id}
 //   {type: "mcp-servers", servers}          the MCP servers panel's list (MCPServerConfig JSON)
 //   {type: "mcp-reconnect", name}           connect one server again
+//   {type: "mcp-auth-records", records} / {type: "mcp-forget", name}
+//                                           kept OAuth tokens; forget a server's sign-in
+//   {type: "mcp-authorized" | "mcp-elicited", id, ...}   the user's answers (user-bridge.js)
 //   {type: "bridge-head" | "bridge-chunk" | "bridge-end" | "bridge-error", id, ...}
 //                                           the extension's answer (see http-bridge.js)
 // Messages to the UI thread:
@@ -26,11 +29,13 @@
 //   {type: "mcp-status", status}            one MCP server's state: {name, url, state, error,
 //                                           tool_count, tools, protocol_version, server_name}
 //   {type: "bridge-request", id, request} / {type: "bridge-abort", id}   to the extension
+//   {type: "mcp-authorize" | "mcp-auth-save" | "mcp-elicit", ...}   to the user (user-bridge.js)
 //   {type: "error", message}
 import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
 import { describeEngineError } from "./engines/errors.js";
 import { chooseEngine, detectWebGPU, f32Variant, needsShaderF16 } from "./engines/gpu.js";
 import { createHttpBridge } from "./http-bridge.js";
+import { createUserBridge } from "./user-bridge.js";
 
 const PYODIDE_URL = new URL("./vendor/pyodide/", import.meta.url).href;
 
@@ -103,11 +108,18 @@ const bridge = {
 // Python calls httpBridge.api as the module "agent_http" (fetch, or the extension through the
 // UI thread) and reports server states through bridge.mcpStatus.
 const httpBridge = createHttpBridge(post);
+const userBridge = createUserBridge(post); // OAuth sign-in and forms, as "agent_user"
 bridge.mcpStatus = (statusJson) => post({ type: "mcp-status", status: JSON.parse(statusJson) });
 
 async function handleMcpMessage(message) {
-  if (httpBridge.onMessage(message)) return true;
+  if (httpBridge.onMessage(message) || userBridge.onMessage(message)) return true;
   switch (message.type) {
+    case "mcp-auth-records":
+      page?.set_auth_records(JSON.stringify(message.records || {}));
+      return true;
+    case "mcp-forget":
+      if (page) await page.forget_sign_in(message.name);
+      return true;
     case "mcp-servers":
       if (page) await page.configure_servers(JSON.stringify(message.servers || []));
       return true;
@@ -210,12 +222,13 @@ async function boot({ settings, engine: choice }) {
 
   pyodide.registerJsModule("agent_bridge", bridge);
   pyodide.registerJsModule("agent_http", httpBridge.api);
+  pyodide.registerJsModule("agent_user", userBridge.api);
   await pyodide.runPythonAsync(`
 import pyodide_http
 pyodide_http.patch_all()  # urllib-based code can reach the network through fetch
-import agent_bridge, agent_http
+import agent_bridge, agent_http, agent_user
 from agent_py.browser import PageSession
-page = PageSession(agent_bridge, http=agent_http)
+page = PageSession(agent_bridge, http=agent_http, user=agent_user)
 `);
   page = pyodide.globals.get("page");
   const created = await createEngine(choice, settings);

@@ -8,9 +8,10 @@ What happens when a server answers 401 (:meth:`OAuthAuthorizer.challenge`):
    root. It names the authorization server. A server without it (2025-03-26 style) is its
    own authorization server.
 2. Authorization-server metadata (RFC 8414, then OpenID discovery), at the well-known URLs
-   the spec lists. PKCE with S256 must be offered, or we stop. A server with neither kind
-   of metadata is taken not to use OAuth, and its 401 stands: the 2025-03-26 default
-   endpoints (``/authorize``, ``/token``, ``/register`` without metadata) are not guessed.
+   the spec lists; a server with neither kind of metadata gets the 2025-03-26 default
+   endpoints ``/authorize``, ``/token`` and ``/register`` at its origin. PKCE with S256
+   must be offered (assumed for those defaults), or we stop. When the default registration
+   endpoint does not exist either, the server is taken not to use OAuth: its 401 stands.
 3. The client: a pre-registered id (and secret), else a Client ID Metadata Document URL
    where the server supports them, else dynamic registration (RFC 7591).
 4. The token: authorization code with PKCE (S256), ``state`` and ``resource`` (RFC 8707),
@@ -210,6 +211,8 @@ class _Discovery:
     issuer: str
     metadata: dict[str, Any]
     scopes_supported: list[str]
+    guessed: bool = False
+    """The 2025-03-26 default endpoints, not published metadata."""
 
 
 class OAuthAuthorizer(Authorizer):
@@ -313,14 +316,22 @@ class OAuthAuthorizer(Authorizer):
             metadata = await self._get_json(url)
             if metadata is not None:
                 break
+        guessed = False
         if metadata is None:
-            if resource_metadata is None:
-                raise _NoOAuth()
-            raise MCPAuthorizationError(
-                f"The authorization server {issuer} publishes no metadata (RFC 8414 or "
-                "OpenID discovery)."
-            )
-        self._discovery = _Discovery(resource, issuer, metadata, scopes)
+            if resource_metadata is not None:
+                raise MCPAuthorizationError(
+                    f"The authorization server {issuer} publishes no metadata (RFC 8414 or "
+                    "OpenID discovery)."
+                )
+            guessed = True
+            metadata = {
+                "issuer": issuer,
+                "authorization_endpoint": f"{issuer}/authorize",
+                "token_endpoint": f"{issuer}/token",
+                "registration_endpoint": f"{issuer}/register",
+                "code_challenge_methods_supported": ["S256"],
+            }
+        self._discovery = _Discovery(resource, issuer, metadata, scopes, guessed)
         return self._discovery
 
     async def _get_json(self, url: str) -> dict[str, Any] | None:
@@ -472,6 +483,8 @@ class OAuthAuthorizer(Authorizer):
             json.dumps(request).encode(),
         )
         reply = _json_object(body)
+        if found.guessed and status in (404, 405):
+            raise _NoOAuth()  # nothing at the default endpoint: not an OAuth server
         if status not in (200, 201) or not isinstance(reply.get("client_id"), str):
             raise MCPAuthorizationError(
                 f"Registering with {found.issuer} failed (HTTP {status}){_said(reply)}."

@@ -1,6 +1,6 @@
 """An OAuth-protected MCP server built from the ``mcp`` package's own auth components.
 
-Run as ``python oauth_server.py PORT``. On 127.0.0.1:PORT it is both the authorization
+Run as ``python oauth_server.py PORT [--cors]``. On 127.0.0.1:PORT it is both the authorization
 server (``mcp.server.auth`` routes: metadata, dynamic registration, /authorize, /token)
 and the protected resource (``/mcp`` behind the SDK's bearer middleware, with
 protected-resource metadata). Tokens are bound to the resource they were asked for.
@@ -9,6 +9,8 @@ protected-resource metadata). Tokens are bound to the resource they were asked f
   once and redirects to the client with a code: the user's step, without a user.
 - Calling the tool ``admin_report`` needs the scope ``mcp:admin`` as well; without it
   the answer is 403 ``insufficient_scope`` naming both scopes (a step-up).
+- ``--cors``: ``/mcp`` answers browsers of any origin and lets them read
+  ``Mcp-Session-Id`` and ``WWW-Authenticate`` (the auth routes send their own CORS headers).
 - ``/test/log`` (no token needed) lists registrations, authorizations and grants;
   ``POST /test/expire`` makes every access token expire, so the next call needs a refresh.
 """
@@ -261,9 +263,30 @@ def build(port: int) -> ASGIApp:
     return AdminScopeGate(app, provider, f"{base}/.well-known/oauth-protected-resource/mcp")
 
 
+def with_cors(app: ASGIApp) -> ASGIApp:
+    from starlette.middleware.cors import CORSMiddleware
+
+    endpoint = CORSMiddleware(
+        app,
+        allow_origins=["*"],
+        allow_methods=["GET", "POST", "DELETE"],
+        allow_headers=["*"],
+        expose_headers=["Mcp-Session-Id", "WWW-Authenticate"],
+    )
+
+    async def route(scope: Scope, receive: Receive, send: Send) -> None:
+        target = endpoint if scope.get("path") == "/mcp" else app
+        await target(scope, receive, send)
+
+    return route
+
+
 def main() -> None:
     port = int(sys.argv[1])
-    uvicorn.run(build(port), host="127.0.0.1", port=port, log_level="warning")
+    app = build(port)
+    if "--cors" in sys.argv[2:]:
+        app = with_cors(app)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
 if __name__ == "__main__":

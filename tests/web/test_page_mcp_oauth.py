@@ -1,0 +1,155 @@
+"""A server that needs OAuth, added and used from the servers panel (web/servers.js,
+web/user-prompts.js, web/oauth-callback.html, agent_py.mcp.oauth in the worker), and a
+server that asks the user a question through the page's form.
+
+The OAuth server is tests/mcp/oauth_server.py (``mcp.server.auth``), with CORS headers on
+its MCP endpoint; its authorization page approves at once, so the popup goes straight back
+to our callback page."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from extension_support import start_sdk_server
+from test_page_mcp import add_server, open_app, plan_with, server_item
+
+pytestmark = pytest.mark.browser
+
+MCP_TESTS = Path(__file__).resolve().parents[1] / "mcp"
+
+
+@pytest.fixture(scope="module")
+def oauth_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    sys.path.insert(0, str(MCP_TESTS))
+    try:
+        from mcp_servers import free_port, wait_for_port
+    finally:
+        sys.path.remove(str(MCP_TESTS))
+    port = free_port()
+    log = tmp_path_factory.mktemp("oauth") / "server.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, str(MCP_TESTS / "oauth_server.py"), str(port), "--cors"],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    try:
+        wait_for_port(port, process, log)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def run_tool(page: Any, tool: str, arguments: dict[str, Any]) -> Any:
+    """A scripted run whose one step calls ``tool``; returns the step once the run ended."""
+    page.evaluate(
+        "replies => window.agentApp.setScript(replies)",
+        {
+            "plan": plan_with(
+                {
+                    "step_id": "s1",
+                    "step_goal": "use the tool",
+                    "tool_name": tool,
+                    "tool_intent": "ask the server",
+                    "expected_output": "its answer",
+                    "arguments": arguments,
+                }
+            ),
+            "rethink": "<status>done</status><final>Done.</final>",
+        },
+    )
+    page.get_by_role("textbox", name="Task").fill("Use the server's tool.")
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_function(
+        "document.querySelector('.turn:last-of-type')?.dataset.state", timeout=60_000
+    )
+    return page.locator('.turn:last-of-type [data-step="s1"]')
+
+
+def test_a_server_that_needs_oauth_is_signed_in_from_the_panel_used_and_forgotten(
+    page: Any, page_url: Any, oauth_url: str, request_log: Any
+) -> None:
+    open_app(page, page_url("index.html?engine=scripted"))
+    add_server(page, "secure", oauth_url)
+
+    item = server_item(page, "secure", "sign-in")
+    assert "secure asks you to sign in (OAuth)" in item.inner_text()
+    with page.expect_popup() as popup:
+        item.get_by_role("button", name="Sign in to server secure").click()
+    popup.value.wait_for_event("close", timeout=30_000)  # the callback page closes itself
+
+    connected = server_item(page, "secure", "connected")
+    text = connected.inner_text()
+    assert "Connected: 2 tools" in text and "Signed in (OAuth)." in text
+    kept = page.evaluate("JSON.parse(localStorage.getItem('agent_py.mcp_auth'))")
+    record = kept[oauth_url]
+    assert record["access_token"] and record["refresh_token"]
+    assert record["redirect_uri"] == page_url("oauth-callback.html")
+
+    step = run_tool(page, "secure__whoami", {})
+    assert step.get_attribute("data-status") == "completed"
+    assert step.locator(".output pre").text_content() == "an authorized client"
+    # Tokens stay out of the console and the saved servers.
+    for secret in (record["access_token"], record["refresh_token"]):
+        assert not any(secret in line for line in request_log.console)
+    assert "access_token" not in json.dumps(page.evaluate("window.agentApp.mcpServers()"))
+
+    connected.get_by_role("button", name="Forget sign-in of server secure").click()
+    server_item(page, "secure", "sign-in")
+    kept = page.evaluate("JSON.parse(localStorage.getItem('agent_py.mcp_auth'))")
+    assert oauth_url not in kept
+
+
+def test_a_question_from_a_server_is_a_form_in_the_page(
+    page: Any, page_url: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    open_app(page, page_url("index.html?engine=scripted"))
+    with start_sdk_server(tmp_path_factory.mktemp("cors"), cors=True) as cors_url:
+        add_server(page, "open", cors_url)
+        server_item(page, "open", "connected")
+        page.evaluate(
+            "replies => window.agentApp.setScript(replies)",
+            {
+                "plan": plan_with(
+                    {
+                        "step_id": "s1",
+                        "step_goal": "ask",
+                        "tool_name": "open__ask_preferences",
+                        "tool_intent": "ask the user",
+                        "expected_output": "the preferences",
+                        "arguments": {},
+                    }
+                ),
+                "rethink": "<status>done</status><final>Done.</final>",
+            },
+        )
+        page.get_by_role("textbox", name="Task").fill("Ask me.")
+        page.get_by_role("button", name="Run").click()
+        dialog = page.get_by_role("dialog", name="open asks")
+        dialog.wait_for(timeout=30_000)
+        assert "Preferences?" in dialog.inner_text()
+        dialog.get_by_label("colour").select_option("red")
+        dialog.get_by_label("count").fill("12")  # above the schema's maximum of 9
+        dialog.get_by_role("button", name="Send").click()
+        assert dialog.is_visible()  # the browser refused the form: 12 is out of range
+        dialog.get_by_label("count").fill("7")
+        dialog.get_by_role("button", name="Send").click()
+        page.wait_for_function(
+            "document.querySelector('.turn:last-of-type')?.dataset.state", timeout=60_000
+        )
+        step = page.locator('.turn:last-of-type [data-step="s1"]')
+        assert step.locator(".output pre").text_content() == (
+            'accept {"colour":"red","count":7,"notify":true}'
+        )
