@@ -288,6 +288,22 @@ def test_the_first_request_asks_the_user_and_deny_sends_nothing(
     assert entry["target"] == plain.origin + "/echo" and entry["page"] == page_origin
     assert worker.evaluate("chrome.action.getBadgeText({})") == "2"
 
+    # The options list the denial under its page; forgotten, the next request asks again.
+    options = open_options(context)
+    options.get_by_role(
+        "button", name=f"Forget the denial of {plain.origin} for {page_origin}"
+    ).click()
+    options.get_by_text("No server yet: the page's first request asks you.").wait_for()
+    options.close()
+    assert policy(worker)["denied"] == []
+    start_fetch(probe, plain.origin + "/echo", method="GET")
+    consent_page(context, page_origin, plain.origin).close()  # closed without an answer
+    dismissed = finish_fetch(probe)
+    assert dismissed["error"]["kind"] == "refused"
+    assert "closed without an answer; nothing was sent" in dismissed["error"]["message"]
+    assert plain.seen == []
+    assert policy(worker)["denied"] == []  # not a denial: asked again next time
+
 
 def test_allow_always_is_listed_by_page_and_revoke_asks_again(
     extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
