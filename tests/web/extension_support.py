@@ -36,14 +36,17 @@ EXTENSION_ORIGIN = f"chrome-extension://{EXTENSION_ID}"
 
 
 def launch_with_extension(
-    playwright: Any, user_data_dir: Path, launch_options: dict[str, Any]
+    playwright: Any,
+    user_data_dir: Path,
+    launch_options: dict[str, Any],
+    extension_dir: Path = EXTENSION_DIR,
 ) -> tuple[Any, Any]:
     """A persistent context with the extension, and the extension's service worker."""
     options = dict(launch_options)
     options["args"] = [
         *options.get("args", []),
-        f"--disable-extensions-except={EXTENSION_DIR}",
-        f"--load-extension={EXTENSION_DIR}",
+        f"--disable-extensions-except={extension_dir}",
+        f"--load-extension={extension_dir}",
     ]
     # Pages' own service workers (web/sw.js) would serve the page from its cache; the tests
     # want the files of this checkout. Extension service workers are not affected.

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
+import ssl
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +20,7 @@ from typing import Any
 
 import pytest
 from extension_support import (
+    EXTENSION_DIR,
     EXTENSION_ORIGIN,
     PlainServer,
     activity,
@@ -689,10 +693,76 @@ def test_a_noisy_page_cannot_push_another_page_out_of_the_log(
     options.close()
 
 
-def test_a_public_name_that_resolved_to_a_private_address_is_refused(
+def test_a_public_name_that_resolves_to_loopback_is_refused_dns_rebinding(
+    playwright: Any,
+    tmp_path: Path,
+    browser_settings: Any,
+    base_url: str,
+) -> None:
+    """A public name (https) that the browser resolves to 127.0.0.1, as a rebinding attacker's
+    DNS would: the bridge refuses the answer. Chromium grants an https origin only through its
+    own permission dialog, which a headless test cannot answer; so this test loads a copy of
+    extension/ whose manifest already holds that one origin, as if the user had said yes.
+    Everything else is the extension as shipped; the name resolves to loopback
+    (--host-resolver-rules), so nothing here leaves the machine."""
+    name = "rebind.example.test"
+    extension = tmp_path / "extension"
+    shutil.copytree(EXTENSION_DIR, extension)
+    manifest = json.loads((extension / "manifest.json").read_text())
+    manifest["host_permissions"].append(f"https://{name}/*")
+    (extension / "manifest.json").write_text(json.dumps(manifest))
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", f"/CN={name}", "-addext", f"subjectAltName=DNS:{name}"),
+            *("-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.pem")),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    options = browser_settings.launch_options(
+        extra_args=[
+            f"--host-resolver-rules=MAP {name} 127.0.0.1",
+            "--ignore-certificate-errors",  # the self-signed certificate of the test server
+            f"--proxy-bypass-list={browser_settings.LOOPBACK_BYPASS};{name}",
+        ]
+    )
+    context, worker = launch_with_extension(playwright, tmp_path / "profile", options, extension)
+    page_origin = base_url.rstrip("/")
+    with PlainServer() as server:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+        target = f"https://{name}:{server.server_address[1]}"
+        try:
+            context.route(
+                "**/bridge-probe.html",
+                lambda route: route.fulfill(body=PROBE, content_type="text/html; charset=utf-8"),
+            )
+            set_policy(worker, {page_origin: [target]})
+            probe = open_probe(context, base_url + "bridge-probe.html")
+            answer = bridge_fetch(probe, target + "/echo", method="GET")
+            entry = wait_activity(worker, lambda e: e["target"] == target + "/echo")
+        finally:
+            context.close()
+
+    assert answer["head"] is None  # nothing of the answer reached the page
+    assert answer["error"]["kind"] == "refused"
+    assert answer["error"]["message"] == (
+        f"{target} resolved to 127.0.0.1 (on this machine), not on the internet:"
+        " refused (DNS rebinding?)."
+    )
+    assert entry["address"] == "127.0.0.1" and entry["refused"]
+    # The request did reach the address: the browser knows it only once connected.
+    assert [seen["path"] for seen in server.seen] == ["/echo"]
+
+
+def test_the_rebinding_rule_judges_names_not_addresses(
     extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
 ) -> None:
-    """The rule, run in the extension's own context; the address it judges is what webRequest
+    """The rule (policy.js addressRefusal), run in the extension's own context, for the cases
+    the end-to-end test above cannot make: private and IPv6 addresses, no address at all, a
+    public answer, and servers allowed by address. The address it judges is what webRequest
     reported for the request (shown in the log, 127.0.0.1 here)."""
     context, worker = extension
     set_lists(worker, pages=[page_origin], targets=[plain.origin])
