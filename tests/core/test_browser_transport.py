@@ -50,6 +50,8 @@ def mcp_server(request: dict[str, Any]) -> Answer | Failure:
     """A minimal MCP server: JSON for the handshake and listing, SSE in small chunks for calls."""
     if request["method"] == "DELETE":
         return Answer(200)
+    if request["method"] == "GET":
+        return Answer(405)  # no standalone event stream
     message = json.loads(base64.b64decode(request["body"]))
     if "id" not in message:
         return Answer(202)
