@@ -494,12 +494,24 @@ def test_the_policy_is_unreadable_from_a_content_script(
         "chrome.storage.local.set({pages: {'http://evil.example': []}})"
         ".then(() => 'written', e => 'refused: ' + e.message)"
     )
+    # Nor does it hear about changes: a listener there gets no event when the policy changes.
+    in_content_script(
+        "window.heard = []; chrome.storage.onChanged.addListener("
+        "(changes, area) => window.heard.push(area + ' ' + Object.keys(changes))); 'listening'"
+    )
+    set_policy(worker, {page_origin: [plain.origin, "http://127.0.0.1:1"]})
+    # A round trip to the service worker, started after the change: when its answer is in, a
+    # storage event (dispatched when the change was made) would have arrived before it.
+    heard = in_content_script(
+        "chrome.runtime.sendMessage({type: 'hello'}).then(() => window.heard)"
+    )
     page.close()
 
+    assert heard == [], heard
     assert local.startswith("refused"), local
     assert session_area.startswith("refused"), session_area
     assert written.startswith("refused"), written
-    assert policy(worker)["pages"] == {page_origin: [plain.origin]}
+    assert policy(worker)["pages"] == {page_origin: [plain.origin, "http://127.0.0.1:1"]}
 
 
 def test_redirects_are_followed_hop_by_hop_only_to_allowed_servers(
