@@ -2,7 +2,15 @@
 // use the bridge (each with the servers it may reach, and what was denied), the pause switch,
 // and the activity log the service worker writes. Answers themselves are given in
 // consent.html; this page only adds pages and takes permissions back.
-import { activityEntries, coveredByManifest, originPattern, pairKey, parseOrigin, readPolicy } from "./policy.js";
+import {
+  activityEntries,
+  coveredByManifest,
+  originPattern,
+  pairKey,
+  parseOrigin,
+  readPolicy,
+  releaseAccess,
+} from "./policy.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -104,14 +112,6 @@ async function exportActivity() {
   setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
 }
 
-// Host access to an https origin stays only while a page or a grant still needs it.
-async function dropAccess(origin) {
-  if (coveredByManifest(origin)) return;
-  const { pages, once } = await readPolicy();
-  const used = origin in pages || Object.values(pages).some((servers) => servers.includes(origin)) || once.some((g) => g.server === origin);
-  if (!used) await chrome.permissions.remove({ origins: [originPattern(origin)] }).catch(() => {});
-}
-
 async function revokeAlways(page, server) {
   const { pages } = await readPolicy();
   if (page in pages) pages[page] = pages[page].filter((s) => s !== server);
@@ -122,7 +122,7 @@ async function revokeAlways(page, server) {
 async function revokeOnce(page, server) {
   const { once } = await readPolicy();
   await chrome.storage.session.set({ once: once.filter((g) => !(g.page === page && g.server === server)) });
-  await dropAccess(server);
+  await releaseAccess(server);
   say(`${page} may no longer reach ${server}; its requests there were stopped.`);
 }
 
@@ -159,7 +159,7 @@ async function removePage(origin) {
     once: once.filter((g) => g.page !== origin),
     denied: denied.filter((key) => !key.startsWith(`${origin} `)),
   });
-  for (const server of [origin, ...servers]) await dropAccess(server);
+  for (const server of [origin, ...servers]) await releaseAccess(server);
   say(`${origin} may no longer use the bridge; its requests were stopped.`);
 }
 

@@ -228,3 +228,14 @@ export async function readPolicy() {
   ]);
   return { pages: local.pages || {}, paused: Boolean(local.paused), once: session.once || [], denied: session.denied || [] };
 }
+
+/** Gives back the browser's access to an https origin once no page or grant needs it. */
+export async function releaseAccess(origin) {
+  if (coveredByManifest(origin)) return;
+  const { pages, once } = await readPolicy();
+  const used =
+    origin in pages ||
+    Object.values(pages).some((servers) => servers.includes(origin)) ||
+    once.some((grant) => grant.server === origin);
+  if (!used) await chrome.permissions.remove({ origins: [originPattern(origin)] }).catch(() => {});
+}

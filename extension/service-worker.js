@@ -36,6 +36,7 @@ import {
   pairKey,
   parseOrigin,
   readPolicy,
+  releaseAccess,
 } from "./policy.js";
 
 const PORT_NAME = "agent_py-fetch";
@@ -126,7 +127,9 @@ chrome.tabs.onRemoved.addListener((tabId) => {
   changePolicy(async () => {
     const { once = [] } = await chrome.storage.session.get("once");
     const kept = once.filter((grant) => grant.tabId !== tabId);
-    if (kept.length !== once.length) await chrome.storage.session.set({ once: kept });
+    if (kept.length === once.length) return;
+    await chrome.storage.session.set({ once: kept });
+    for (const grant of once) if (grant.tabId === tabId) await releaseAccess(grant.server);
   });
 });
 
