@@ -154,7 +154,7 @@ class Agent:
                 residency=self.config.residency.value,
                 tools=self.tools.names,
             )
-        self.recorder.emit(EventType.TURN_START, question)
+        await self.recorder.emit_and_wait(EventType.TURN_START, question)
         before = self.llm.stats.snapshot()
         started = time.perf_counter()
         run = PlanRun()
@@ -188,7 +188,7 @@ class Agent:
             self._running = None
         result = self._result(run, state, error, before, started)
         self._set_state(state)
-        self.recorder.emit(
+        await self.recorder.emit_and_wait(
             EventType.FINAL,
             result.answer if state is AgentState.COMPLETED else (error or ""),
             state=state.value,

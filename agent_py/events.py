@@ -42,6 +42,7 @@ class EventType(StrEnum):
     STATE = "state"
     PLAN_STARTED = "plan_started"
     PLAN_MERGED = "plan_merged"  # repeated steps of a plan were merged (meta.merged)
+    PLAN_RENAMED = "plan_renamed"  # a new plan's reused step ids were renamed (meta.renamed)
     STEP_STARTED = "step_started"
     STEP_THINKING = "step_thinking"  # the step asks the model for its arguments
     STEP_PROGRESS = "step_progress"

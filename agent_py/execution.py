@@ -19,7 +19,7 @@ from agent_py.events import EventType
 from agent_py.history import EventRecorder
 from agent_py.llm import CallPurpose, ModelRole
 from agent_py.model_client import ModelClient
-from agent_py.plan import StepSchema, TaskSchema
+from agent_py.plan import StepSchema, TaskSchema, step_references
 from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
 from agent_py.tools.call import StepBrief, ToolCall
 from agent_py.tools.registry import ToolRegistry
@@ -43,20 +43,29 @@ class StepOutcome:
 
 @dataclass
 class CallMemory:
-    """Tool calls of the previous task, to catch a model that repeats itself."""
+    """Tool calls of the task just run, to catch a model that re-plans the call it made.
 
-    calls: dict[str, str] = field(default_factory=dict)  # signature -> step id
+    Only a re-plan arms the guard: consecutive tasks of one plan may repeat a call on
+    purpose (polling, a tool that is not idempotent)."""
+
+    last: dict[str, str] = field(default_factory=dict)  # signature -> step id
+    guarded: dict[str, str] = field(default_factory=dict)
 
     @staticmethod
     def signature(tool: str, arguments: Mapping[str, Any]) -> str:
         return json.dumps([tool, arguments], sort_keys=True, ensure_ascii=False, default=str)
 
     def remember(self, outcomes: list[StepOutcome]) -> None:
-        self.calls = {
+        self.last = {
             self.signature(o.step.tool_name, o.arguments): o.step.step_id
             for o in outcomes
             if o.arguments is not None
         }
+        self.guarded = {}
+
+    def replanned(self) -> None:
+        """The next task comes from a new plan made after seeing the last task's results."""
+        self.guarded = dict(self.last)
 
 
 def digest_results(outcomes: list[StepOutcome], max_chars: int) -> str:
@@ -74,6 +83,15 @@ def digest_results(outcomes: list[StepOutcome], max_chars: int) -> str:
         )
         lines.append(f"[{outcome.step.step_id}] {outcome.step.tool_name} ({status}): {text}")
     return "\n".join(lines)
+
+
+def result_statuses(outcomes: list[StepOutcome]) -> str:
+    """The shortest digest: which steps ran and whether they worked."""
+    return "\n".join(
+        f"[{o.step.step_id}] {o.step.tool_name} ({'ok' if o.ok else 'FAILED'}); "
+        f"result kept as ${{{o.step.step_id}}}"
+        for o in outcomes
+    )
 
 
 class StepExecutor:
@@ -123,7 +141,7 @@ class StepExecutor:
         except Exception as exc:  # an engine failure inside one step must not sink the others
             outcome.result = ToolResult(f"{type(exc).__name__}: {exc}", is_error=True)
         outcome.seconds = time.perf_counter() - started
-        self._report(outcome)
+        await self._report(outcome)
         return outcome
 
     async def _call(
@@ -138,6 +156,9 @@ class StepExecutor:
         outcome: StepOutcome,
     ) -> None:
         results = {o.step.step_id: o.result for o in earlier}
+        failed = [ref for ref in step_references(step) if ref in results and results[ref].is_error]
+        if failed:
+            raise ToolError(f"skipped: depends on {' and '.join(failed)}, which failed")
 
         def report_progress(message: str, meta: dict[str, Any]) -> None:
             self.recorder.emit(EventType.STEP_PROGRESS, message, step=step.step_id, **meta)
@@ -156,9 +177,10 @@ class StepExecutor:
         write_code = self.fenced_code and tool.code_language is not None and not step.arguments
         if write_code:
             arguments, why_not = None, f"{tool.name} gets its code from a code call"
-        needs_model = tool.uses_model or arguments is None
-        unit = self.model.unit(ModelRole.EXECUTOR) if needs_model else contextlib.nullcontext()
-        async with unit:
+        # The model unit covers model work only: under per_step, a tool that does not ask
+        # the model runs outside it, at the same time as the other steps' model calls.
+        unit = self.model.unit(ModelRole.EXECUTOR)
+        async with unit if tool.uses_model else contextlib.nullcontext():
             if arguments is None:
                 self.recorder.emit(
                     EventType.STEP_THINKING, why_not or "", step=step.step_id, tool=tool.name
@@ -173,19 +195,20 @@ class StepExecutor:
                     results_digest=self._digest_for_arguments(earlier),
                     planned_input=step.input,
                 )
-                if write_code:
-                    arguments = await call.write_code(brief, results, step_ids)
-                else:
-                    arguments = await call.think(brief, results, step_ids, why_not or "")
+                async with self.model.unit(ModelRole.EXECUTOR):
+                    if write_code:
+                        arguments = await call.write_code(brief, results, step_ids)
+                    else:
+                        arguments = await call.think(brief, results, step_ids, why_not or "")
                 outcome.thought = True
             outcome.arguments = arguments
-            repeated = memory.calls.get(CallMemory.signature(tool.name, arguments))
+            repeated = memory.guarded.get(CallMemory.signature(tool.name, arguments))
             if repeated is not None:
                 raise ToolError(
-                    f"repeated call: {tool.name} with the same arguments as step {repeated} "
-                    "of the previous task; it was not run again (see that step's result)"
+                    f"repeated call: {tool.name} with the same arguments as step {repeated}, "
+                    "just before the re-plan; it was not run again (see that step's result)"
                 )
-            self.recorder.emit(
+            await self.recorder.emit_and_wait(
                 EventType.ACTION,
                 json.dumps(arguments, ensure_ascii=False, default=str),
                 step=step.step_id,
@@ -199,10 +222,10 @@ class StepExecutor:
         chars = max(self.model.prompt_budget(CallPurpose.ARGUMENTS) * 3 - 3_000, 600)
         return digest_results(earlier, chars) if earlier else ""
 
-    def _report(self, outcome: StepOutcome) -> None:
+    async def _report(self, outcome: StepOutcome) -> None:
         step_id = outcome.step.step_id
         content = truncate_middle(outcome.result.content, EVENT_CONTENT_CHARS)
-        self.recorder.emit(
+        await self.recorder.emit_and_wait(
             EventType.OBSERVATION,
             content,
             step=step_id,

@@ -7,6 +7,7 @@ logged and the run goes on.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import uuid
@@ -59,12 +60,16 @@ def read_history_file(path: str | Path) -> list[Event]:
 
 @dataclass
 class Hooks:
-    """Called with the event of the same name; exceptions are logged, never fatal."""
+    """Called with the event of the same name; exceptions are logged, never fatal.
+
+    An async hook is awaited where its event happens (``on_action`` before the tool runs),
+    for at most ``timeout_s``; one that takes longer is cancelled, logged and left behind."""
 
     on_turn_start: Hook | None = None
     on_action: Hook | None = None
     on_observation: Hook | None = None
     on_final: Hook | None = None
+    timeout_s: float = 10.0
 
     def for_event(self, event_type: EventType) -> Hook | None:
         return {
@@ -92,7 +97,7 @@ class EventRecorder:
         self.sinks = list(sinks)
         self.hooks = hooks or Hooks()
         self._broken_sinks: set[int] = set()
-        self._pending_hooks: list[Awaitable[None]] = []
+        self._pending_hooks: list[asyncio.Future[None]] = []
 
     def emit(
         self, type: EventType, content: str = "", *, step: str | None = None, **meta: Any
@@ -117,16 +122,28 @@ class EventRecorder:
             try:
                 result = hook(event)
                 if inspect.isawaitable(result):
-                    self._pending_hooks.append(result)
+                    self._pending_hooks.append(asyncio.ensure_future(result))
             except Exception:
                 log.exception("hook for %s failed; the run goes on", type)
         return event
 
+    async def emit_and_wait(
+        self, type: EventType, content: str = "", *, step: str | None = None, **meta: Any
+    ) -> Event:
+        """:meth:`emit`, then wait for the async hook it started (see :class:`Hooks`)."""
+        event = self.emit(type, content, step=step, **meta)
+        await self.flush_hooks()
+        return event
+
     async def flush_hooks(self) -> None:
-        """Await async hooks started since the last flush, logging their failures."""
+        """Await the async hooks started so far, each for at most ``hooks.timeout_s``,
+        logging failures; one that does not finish in time is cancelled and left behind."""
         pending, self._pending_hooks = self._pending_hooks, []
-        for awaitable in pending:
-            try:
-                await awaitable
-            except Exception:
-                log.exception("async hook failed; the run goes on")
+        for hook in pending:
+            done, _ = await asyncio.wait({hook}, timeout=self.hooks.timeout_s)
+            if not done:
+                hook.cancel()
+                hook.add_done_callback(lambda h: h.cancelled() or h.exception())
+                log.error("an async hook ran past %g s; the run goes on", self.hooks.timeout_s)
+            elif not hook.cancelled() and hook.exception() is not None:
+                log.error("async hook failed; the run goes on", exc_info=hook.exception())

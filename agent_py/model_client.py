@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agent_py.budget import fit_messages
+from agent_py.budget import PromptTooLargeError, fit_messages
 from agent_py.events import EventType
 from agent_py.grammar import compact_grammar
 from agent_py.history import EventRecorder
@@ -93,7 +93,10 @@ class ModelClient:
 
         ``sampling`` replaces the client's own for this call."""
         max_tokens = self.budgets.for_purpose(purpose)
-        fitted = fit_messages(messages, self.prompt_budget(purpose), self.llm.count_tokens)
+        try:
+            fitted = fit_messages(messages, self.prompt_budget(purpose), self.llm.count_tokens)
+        except PromptTooLargeError as error:
+            raise LLMError(f"{error} (the {purpose.value} call)") from None
         on_token = None
         if self.on_token is not None:
             listener = self.on_token
@@ -120,6 +123,13 @@ class ModelClient:
             raise LLMError(
                 f"the model did not answer the {purpose.value} call within {self.timeout_s:g} s"
             ) from None
+        except LLMError:
+            raise
+        except Exception as error:  # an engine bug is still the engine's failure, said plainly
+            raise LLMError(
+                f"the model engine failed in the {purpose.value} call: "
+                f"{type(error).__name__}: {error}"
+            ) from error
         text, thinking = split_thinking(reply.text)
         if thinking:
             self.recorder.emit(EventType.THINKING, thinking, step=step, purpose=purpose.value)

@@ -17,8 +17,8 @@ from pydantic import ValidationError
 
 from agent_py.plan import PlanSchema
 
-_THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
-_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_LEAD = re.compile(r"\s*<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)(?:```|$)", re.DOTALL)
 
 
@@ -35,18 +35,21 @@ class PlanParseError(ReplyParseError):
 
 
 def split_thinking(text: str) -> tuple[str, str]:
-    """Return ``(reply, thinking)``: the reply without ``<think>`` blocks, and their text.
+    """Return ``(reply, thinking)``: the reply without its leading ``<think>`` block, and
+    that block's text.
 
-    An unclosed ``<think>`` (the reply was cut while thinking) makes the rest thinking.
+    Only a block at the very start is reasoning (Qwen3 thinks first, then answers); a
+    ``<think>`` later in the reply is part of what the model says, so the reply is never
+    shortened anywhere else. An unclosed leading block (cut while thinking) is all thinking.
     """
-    thoughts = [m.strip() for m in _THINK_BLOCK.findall(text)]
-    reply = _THINK_BLOCK.sub("", text)
-    opened = _THINK_OPEN.search(reply)
-    if opened:
-        thoughts.append(reply[opened.end() :].strip())
-        reply = reply[: opened.start()]
-    reply = reply.replace("</think>", "")
-    return reply.strip(), "\n\n".join(t for t in thoughts if t)
+    opened = _THINK_LEAD.match(text)
+    if opened is None:
+        return text.strip(), ""
+    rest = text[opened.end() :]
+    closed = _THINK_CLOSE.search(rest)
+    if closed is None:
+        return "", rest.strip()
+    return rest[closed.end() :].strip(), rest[: closed.start()].strip()
 
 
 def extract_tag(text: str, tag: str) -> str | None:
@@ -164,6 +167,8 @@ class RethinkDecision:
     status: RethinkStatus
     plan: PlanSchema | None = None
     final: str | None = None
+    unreadable: bool = False
+    """No readable reply: the planner goes on with its plan (already reported)."""
 
 
 def parse_rethink(text: str) -> RethinkDecision:

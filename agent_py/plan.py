@@ -170,6 +170,48 @@ def merge_duplicate_steps(plan: PlanSchema) -> tuple[PlanSchema, dict[str, str]]
     return PlanSchema(tasks=tasks), merged
 
 
+def rename_reused_ids(plan: PlanSchema, taken: set[str]) -> tuple[PlanSchema, dict[str, str]]:
+    """Give the steps of a new plan whose ids an earlier plan used fresh ids, so
+    ``${s1}`` keeps meaning one step. Returns the plan and ``{old id: new id}``.
+
+    A reference to a renamed id from a later task of the new plan means the new step and
+    follows the rename; from the same task or an earlier one it can only mean the earlier
+    result, and stays."""
+    used = taken | {step.step_id for step in plan.steps()}
+    renamed: dict[str, str] = {}
+    tasks: list[TaskSchema] = []
+    for task in plan.tasks:
+        steps = [_renamed_references(step, renamed) for step in task.steps]
+        for index, step in enumerate(steps):
+            if step.step_id in taken:
+                fresh = next(f"s{n}" for n in range(1, len(used) + 2) if f"s{n}" not in used)
+                used.add(fresh)
+                renamed[step.step_id] = fresh
+                steps[index] = step.model_copy(update={"step_id": fresh})
+        tasks.append(task.model_copy(update={"steps": steps}))
+    if not renamed:
+        return plan, {}
+    return PlanSchema(tasks=tasks), renamed
+
+
+def step_references(step: StepSchema) -> list[str]:
+    """The ``${step_id}`` references in a step's planned arguments and input, in order."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            found.extend(m.group(1) for m in _REFERENCE.finditer(value))
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+
+    walk([step.arguments, step.input])
+    return list(dict.fromkeys(found))
+
+
 def _step_signature(step: StepSchema) -> str:
     what: Any
     if step.arguments is not None:

@@ -8,8 +8,13 @@ and the examples are all built here from the shape, never written out twice.
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from enum import Enum
 from typing import Any
 
+from agent_py.budget import Keep
 from agent_py.llm import Message
 from agent_py.plan import PlanShape
 from agent_py.prompts import examples, render
@@ -19,10 +24,17 @@ from agent_py.tools.registry import ToolRegistry
 _NOTE_FIELDS = ("tool_intent", "expected_output")
 
 
-def plan_system_prompt(registry: ToolRegistry, shape: PlanShape, *, with_examples: bool) -> str:
+def plan_system_prompt(
+    registry: ToolRegistry,
+    shape: PlanShape,
+    *,
+    with_examples: bool,
+    detail: Callable[[ToolBase], Detail] = lambda tool: Detail.FULL,
+) -> str:
+    """The planner's system prompt; ``detail`` says how much of each tool it shows."""
     return render(
         "plan_system",
-        tools="\n".join(_tool_entry(tool, shape) for tool in registry),
+        tools="\n".join(_tool_entry(tool, shape, detail(tool)) for tool in registry),
         max_tasks=shape.max_tasks,
         max_steps=shape.max_steps_per_task,
         input_rule=render("plan_rule_input" if shape.step_input else "plan_rule_arguments"),
@@ -63,7 +75,65 @@ def plan_example_turns(registry: ToolRegistry, shape: PlanShape) -> list[Message
     return turns
 
 
-def _tool_entry(tool: ToolBase, shape: PlanShape) -> str:
+def plan_system_message(
+    registry: ToolRegistry, shape: PlanShape, *, with_examples: bool, focus: Iterable[str]
+) -> Message:
+    """The system message, with shorter stand-ins for a tight context window: full
+    entries only for the tools in ``focus``, then one line per tool, then names only."""
+    wanted = set(focus)
+
+    def prompt(detail: Callable[[ToolBase], Detail]) -> str:
+        return plan_system_prompt(registry, shape, with_examples=with_examples, detail=detail)
+
+    return {
+        "role": "system",
+        "content": prompt(lambda tool: Detail.FULL),
+        "keep": Keep.TOOLS,
+        "compact": [
+            prompt(lambda tool: Detail.FULL if tool.name in wanted else Detail.LINE),
+            prompt(lambda tool: Detail.LINE),
+            prompt(lambda tool: Detail.NAME),
+        ],
+    }
+
+
+def relevant_tools(registry: ToolRegistry, text: str) -> set[str]:
+    """The tools a tight window keeps whole before there is a plan to ask: those named in
+    ``text``, or sharing a distinctive word (4 letters or more, found in few tools) with it."""
+    tools = list(registry)
+    vocabulary = {tool.name: _words(f"{tool.name} {tool.description}") for tool in tools}
+    frequency = Counter(word for words in vocabulary.values() for word in words)
+    common = {word for word, n in frequency.items() if n > max(2, len(tools) // 4)}
+    asked = _words(text) - common
+    lowered = text.lower()
+    return {
+        tool.name for tool in tools if tool.name.lower() in lowered or asked & vocabulary[tool.name]
+    }
+
+
+_COMMON_WORDS = (
+    "about also each from have into more only some than that their them then there this "
+    "tool tools what when which will with your"
+)
+_COMMON = frozenset(_COMMON_WORDS.split())
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]{4,}", text.lower())) - _COMMON
+
+
+class Detail(Enum):
+    FULL = "full"
+    LINE = "line"  # the name and the first sentence of the description
+    NAME = "name"
+
+
+def _tool_entry(tool: ToolBase, shape: PlanShape, detail: Detail = Detail.FULL) -> str:
+    if detail is Detail.NAME:
+        return f"- {tool.name}"
+    if detail is Detail.LINE:
+        first = re.split(r"(?<=[.!?])\s", tool.description.strip(), maxsplit=1)[0]
+        return f"- {tool.name}: {_bounded(first, 120)}"
     if not shape.step_input:
         schema = json.dumps(tool.input_schema, ensure_ascii=False)
         return f"- {tool.name}: {tool.description}\n  input schema: {schema}"

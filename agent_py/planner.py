@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent_py.answer_checks import unusable_answer
-from agent_py.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, prompt_tokens
+from agent_py.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, Keep, prompt_tokens
 from agent_py.events import AgentState, EventType
-from agent_py.execution import CallMemory, StepExecutor, StepOutcome, digest_results
+from agent_py.execution import (
+    CallMemory,
+    StepExecutor,
+    StepOutcome,
+    digest_results,
+    result_statuses,
+)
 from agent_py.history import EventRecorder
 from agent_py.llm import CallPurpose, Message, ModelRole, Sampling
 from agent_py.model_client import ModelClient
@@ -33,8 +40,9 @@ from agent_py.plan import (
     TaskSchema,
     merge_duplicate_steps,
     plan_json_schema,
+    rename_reused_ids,
 )
-from agent_py.plan_prompts import plan_example_turns, plan_system_prompt
+from agent_py.plan_prompts import plan_example_turns, plan_system_message, relevant_tools
 from agent_py.profiles import Strategy
 from agent_py.prompts import render
 from agent_py.tools.registry import ToolRegistry
@@ -97,21 +105,29 @@ class PlanAndRethink:
     async def plan(self, question: str, run: PlanRun) -> PlanRun:
         """Solve ``question``, filling ``run`` as it goes (the caller keeps it on failure)."""
         self._on_state(AgentState.PLANNING)
-        system = self._plan_system_prompt()
-        conversation: list[Message] = [{"role": "system", "content": system}]
+        conversation: list[Message] = [
+            self._system_message(relevant_tools(self.registry, question))
+        ]
+        system = conversation[0]["content"]
         if self.strategy.examples:
             conversation += plan_example_turns(self.registry, self.plan_shape)
-        conversation.append({"role": "user", "content": render("plan_user", question=question)})
+        conversation.append(
+            {
+                "role": "user",
+                "content": render("plan_user", question=question),
+                "keep": Keep.CURRENT,
+            }
+        )
         async with self.model.unit(ModelRole.PLANNER):
             plan = await self._make_plan(conversation)
-        plan = self._adopt(plan, run)
+        memory = CallMemory()
+        plan = self._adopt(plan, run, conversation, memory)
         self.recorder.emit(
             EventType.PLAN_STARTED,
             f"{len(plan.tasks)} tasks, {len(plan.steps())} steps",
             plan=plan.model_dump(exclude_none=True),
         )
         pending = list(plan.tasks)
-        memory = CallMemory()
         final: str | None = None
         last: list[StepOutcome] = []
         retried = False
@@ -125,11 +141,11 @@ class PlanAndRethink:
             self._on_state(AgentState.EXECUTING)
             earlier = list(run.outcomes)
             step_ids = frozenset(s.step_id for plan in run.plans for s in plan.steps())
-            last = await asyncio.gather(
-                *(
+            last = await run_together(
+                [
                     self.executor.run(step, task, question, earlier, memory, step_ids)
                     for step in task.steps
-                )
+                ]
             )
             run.outcomes.extend(last)
             memory.remember(last)
@@ -142,7 +158,9 @@ class PlanAndRethink:
                     run.replans += 1
                     if run.replans > self.max_replans:
                         raise RunFailure(f"stopped after {self.max_replans} re-plans")
-                    pending = list(self._adopt(retry, run).tasks)
+                    retry = self._adopt(retry, run, conversation, memory)
+                    self._reflected("a step failed: planned again", RethinkStatus.CHANGED, retry)
+                    pending = list(retry.tasks)
                     continue
             if (succeeded and self.strategy.skip_rethink_on_success) or (
                 not succeeded and not self.strategy.rethink_after_failure
@@ -160,16 +178,21 @@ class PlanAndRethink:
             self._on_state(AgentState.REFLECTING)
             async with self.model.unit(ModelRole.PLANNER):
                 decision = await self._rethink(conversation, task, last, pending)
+            adopted = None
+            if decision.status is RethinkStatus.CHANGED and decision.plan is not None:
+                run.replans += 1
+                if run.replans > self.max_replans:
+                    raise RunFailure(f"stopped after {self.max_replans} re-plans")
+                adopted = self._adopt(decision.plan, run, conversation, memory)
+                pending = list(adopted.tasks)
+            if not decision.unreadable:
+                text = decision.final or decision.status.value
+                self._reflected(text, decision.status, adopted, task=task.task_id)
             if decision.status is RethinkStatus.FAILED:
                 raise RunFailure(f"the task cannot be done: {decision.final}")
             if decision.status is RethinkStatus.DONE:
                 final = decision.final
                 break
-            if decision.status is RethinkStatus.CHANGED and decision.plan is not None:
-                run.replans += 1
-                if run.replans > self.max_replans:
-                    raise RunFailure(f"stopped after {self.max_replans} re-plans")
-                pending = list(self._adopt(decision.plan, run).tasks)
         failed = [o for o in run.outcomes if not o.ok]
         self.recorder.emit(
             EventType.PLAN_COMPLETED,
@@ -216,16 +239,31 @@ class PlanAndRethink:
                 unreadable=True,
             )
             return None
-        self.recorder.emit(
-            EventType.REFLECTION,
-            "a step failed: planned again",
-            status=RethinkStatus.CHANGED.value,
-            plan=plan.model_dump(exclude_none=True),
-        )
         return plan
 
-    def _adopt(self, plan: PlanSchema, run: PlanRun) -> PlanSchema:
-        """Record a new plan, its repeated steps merged when the strategy says so."""
+    def _reflected(
+        self,
+        text: str,
+        status: RethinkStatus,
+        plan: PlanSchema | None,
+        *,
+        task: str | None = None,
+    ) -> None:
+        """The reflection event, with the plan as adopted (merged, ids renamed)."""
+        self.recorder.emit(
+            EventType.REFLECTION,
+            text,
+            task=task,
+            status=status.value,
+            plan=plan.model_dump(exclude_none=True) if plan is not None else None,
+        )
+
+    def _adopt(
+        self, plan: PlanSchema, run: PlanRun, conversation: list[Message], memory: CallMemory
+    ) -> PlanSchema:
+        """Record a new plan: its repeated steps merged when the strategy says so, and ids
+        that an earlier plan used renamed. From now on a tight window keeps the schemas of
+        the tools the plans use."""
         if self.strategy.merge_duplicate_steps:
             plan, merged = merge_duplicate_steps(plan)
             if merged:
@@ -235,7 +273,20 @@ class PlanAndRethink:
                     + ", ".join(f"{dropped} into {kept}" for dropped, kept in merged.items()),
                     merged=merged,
                 )
+        taken = {step.step_id for earlier in run.plans for step in earlier.steps()}
+        plan, renamed = rename_reused_ids(plan, taken)
+        if renamed:
+            self.recorder.emit(
+                EventType.PLAN_RENAMED,
+                "new plan reuses step ids: "
+                + ", ".join(f"{old} is now {new}" for old, new in renamed.items()),
+                renamed=renamed,
+            )
+        if run.plans:
+            memory.replanned()
         run.plans.append(plan)
+        used = {step.tool_name for plan in run.plans for step in plan.steps()}
+        conversation[0] = self._system_message(used)
         return plan
 
     @staticmethod
@@ -246,9 +297,9 @@ class PlanAndRethink:
             for name in ("rethink_user", "answer_user", "generator_system", "arguments_system")
         ]
 
-    def _plan_system_prompt(self) -> str:
-        return plan_system_prompt(
-            self.registry, self.plan_shape, with_examples=self.strategy.examples
+    def _system_message(self, focus: set[str]) -> Message:
+        return plan_system_message(
+            self.registry, self.plan_shape, with_examples=self.strategy.examples, focus=focus
         )
 
     async def _make_plan(self, conversation: list[Message]) -> PlanSchema:
@@ -281,16 +332,17 @@ class PlanAndRethink:
             if pending
             else "(none: this was the last task)"
         )
-        content = self._with_results(
-            conversation,
-            CallPurpose.RETHINK,
-            "rethink_user",
-            outcomes,
-            task_id=task.task_id,
-            task_goal=task.task_goal,
-            remaining=remaining,
+        conversation.append(
+            self._with_results(
+                conversation,
+                CallPurpose.RETHINK,
+                "rethink_user",
+                outcomes,
+                task_id=task.task_id,
+                task_goal=task.task_goal,
+                remaining=remaining,
+            )
         )
-        conversation.append({"role": "user", "content": content})
         reply = await self.model.ask(conversation, CallPurpose.RETHINK)
         conversation.append({"role": "assistant", "content": reply})
         try:
@@ -312,23 +364,17 @@ class PlanAndRethink:
                     status=RethinkStatus.CONTINUE.value,
                     unreadable=True,
                 )
-                return RethinkDecision(RethinkStatus.CONTINUE)
-        self.recorder.emit(
-            EventType.REFLECTION,
-            decision.final or decision.status.value,
-            task=task.task_id,
-            status=decision.status.value,
-            plan=decision.plan.model_dump(exclude_none=True) if decision.plan else None,
-        )
+                return RethinkDecision(RethinkStatus.CONTINUE, unreadable=True)
         return decision
 
     async def _answer(
         self, conversation: list[Message], question: str, outcomes: list[StepOutcome]
     ) -> str:
-        content = self._with_results(
-            conversation, CallPurpose.ANSWER, "answer_user", outcomes, question=question
+        conversation.append(
+            self._with_results(
+                conversation, CallPurpose.ANSWER, "answer_user", outcomes, question=question
+            )
         )
-        conversation.append({"role": "user", "content": content})
         answer = await self.model.ask(conversation, CallPurpose.ANSWER)
         conversation.append({"role": "assistant", "content": answer})
         return answer
@@ -340,15 +386,45 @@ class PlanAndRethink:
         template: str,
         outcomes: list[StepOutcome],
         **values: object,
-    ) -> str:
-        """``template`` rendered with the results digest sized to what the conversation and
-        the template's own instructions leave free of the prompt budget."""
+    ) -> Message:
+        """``template`` rendered with the results digest, as a user message.
+
+        The digest gets what the conversation leaves free of the prompt budget, but at least
+        half of what the system prompt and the question leave: older turns give way to the
+        newest results when the fitting drops them. As an older turn later, the message
+        offers shorter stand-ins: results cut short, then one line per step without the
+        instructions."""
         count = self.model.llm.count_tokens
-        instructions = count(render(template, results="", **values))
-        used = prompt_tokens(conversation, count) + instructions + MESSAGE_OVERHEAD_TOKENS
-        free_tokens = self.model.prompt_budget(purpose) - used - DIGEST_MARGIN_TOKENS
+        instructions = count(render(template, results="", **values)) + MESSAGE_OVERHEAD_TOKENS
+        essential = [m for m in conversation if m.get("keep", Keep.HISTORY) >= Keep.TOOLS]
+        budget = self.model.prompt_budget(purpose) - instructions - DIGEST_MARGIN_TOKENS
+        free_tokens = max(
+            budget - prompt_tokens(conversation, count),
+            (budget - prompt_tokens(essential, count)) // 2,
+        )
         digest = digest_results(outcomes, max(free_tokens * BYTES_PER_TOKEN, DIGEST_FLOOR_CHARS))
-        return render(template, results=digest, **values)
+        return {
+            "role": "user",
+            "content": render(template, results=digest, **values),
+            "keep": Keep.DIGEST,
+            "compact": [
+                render(template, results=digest_results(outcomes, len(outcomes) * 280), **values),
+                render("results_summary", results=result_statuses(outcomes), **values),
+            ],
+        }
+
+
+async def run_together(steps: list[Coroutine[Any, Any, StepOutcome]]) -> list[StepOutcome]:
+    """Run a task's steps at the same time. If one raises (a bug of ours), the others are
+    cancelled before the error goes on, so no step reports after the run has ended."""
+    running = [asyncio.ensure_future(step) for step in steps]
+    try:
+        return list(await asyncio.gather(*running))
+    except BaseException:
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        raise
 
 
 def single_step_answer(outcomes: list[StepOutcome]) -> str | None:

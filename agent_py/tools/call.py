@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import json
 import re
 from collections.abc import Collection, Mapping
@@ -106,6 +107,8 @@ def _lookup(step_id: str, results: Mapping[str, ToolResult]) -> ToolResult:
             f"the arguments refer to ${{{step_id}}}, which has no result yet (results: {done}); "
             "a step can only use results of earlier tasks"
         )
+    if results[step_id].is_error:  # its text is an error message, not data to go on with
+        raise ToolError(f"skipped: depends on {step_id}, which failed")
     return results[step_id]
 
 
@@ -263,19 +266,47 @@ class ToolCall:
         return dict(arguments)
 
     async def act(self, arguments: dict[str, Any]) -> ToolResult:
-        """Run the tool under its time limit; failures come back as error results."""
+        """Run the tool under its time limit; failures come back as error results.
+
+        The run is its own task: at the limit it is cancelled, and a tool that ignores the
+        cancellation is abandoned, so the step still ends at the limit. Stopping the agent
+        cancels the run too."""
         try:
-            return await asyncio.wait_for(self.tool.run(arguments, self.ctx), self.timeout_s)
-        except TimeoutError:
-            return ToolResult(
-                f"{self.tool.name} timed out after {self.timeout_s:g} s", is_error=True
-            )
+            started = self.tool.run(arguments, self.ctx)
+            if not inspect.isawaitable(started):  # a tool whose run is not async
+                return self._checked(started)
+            run = asyncio.ensure_future(started)
+            try:
+                done, _ = await asyncio.wait({run}, timeout=self.timeout_s)
+            except asyncio.CancelledError:
+                _abandon(run)
+                raise
+            if not done:
+                _abandon(run)
+                return ToolResult(
+                    f"{self.tool.name} timed out after {self.timeout_s:g} s", is_error=True
+                )
+            return self._checked(run.result())
         except ToolError as exc:
             return ToolResult(f"{self.tool.name} failed: {exc}", is_error=True)
         except asyncio.CancelledError:
-            raise
+            if _cancelling():
+                raise
+            return ToolResult(f"{self.tool.name} was cancelled", is_error=True)
         except Exception as exc:  # a tool bug must not end the run
             return ToolResult(f"{self.tool.name} raised {type(exc).__name__}: {exc}", is_error=True)
+
+    def _checked(self, result: object) -> ToolResult:
+        """``result`` when it is a ToolResult with text content, else a failed result."""
+        if not isinstance(result, ToolResult):
+            problem = f"returned {type(result).__name__}, not a ToolResult"
+        elif not isinstance(result.content, str):
+            problem = (
+                f"returned a ToolResult with {type(result.content).__name__} content, not text"
+            )
+        else:
+            return result
+        return ToolResult(f"{self.tool.name} {problem} (a bug in the tool)", is_error=True)
 
     async def _ask(self, messages: list[Message]) -> str:
         return await self.ctx.llm.ask(
@@ -298,6 +329,18 @@ class ToolCall:
         resolved = resolve_references(value, results, step_ids)
         problem = validate_arguments(self.tool.input_schema, resolved)
         return (resolved, None) if problem is None else (None, problem)
+
+
+def _abandon(run: asyncio.Future[Any]) -> None:
+    """Cancel ``run`` without waiting for it; whatever it ends with is consumed."""
+    run.cancel()
+    run.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
+def _cancelling() -> bool:
+    """True when the current task itself is being cancelled (the agent was stopped)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def arguments_example_turns() -> list[Message]:

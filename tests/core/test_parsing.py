@@ -108,10 +108,29 @@ def test_parse_plan_returns_a_plan_or_the_documented_error(text: str) -> None:
         assert isinstance(result, PlanSchema)
 
 
-def test_split_thinking_handles_closed_and_unclosed_blocks() -> None:
-    assert split_thinking("<think>a</think>B<think>c</think>D") == ("BD", "a\n\nc")
-    assert split_thinking("answer <think>cut while thinking") == ("answer", "cut while thinking")
-    assert split_thinking("</think>stray close") == ("stray close", "")
+def test_split_thinking_takes_only_a_leading_block() -> None:
+    assert split_thinking(" <think>a</think> B") == ("B", "a")
+    assert split_thinking("<THINK>cut while thinking") == ("", "cut while thinking")
+    explained = "Qwen3 writes its reasoning in a <think> block, closed by </think>, first."
+    assert split_thinking(explained) == (explained, "")
+    assert split_thinking("<think>a</think>B <think>c</think>") == ("B <think>c</think>", "a")
+
+
+_REPLY_PIECES = st.one_of(
+    st.sampled_from(["<think>", "</think>", "<THINK>", " ", "\n", "answer", "<plan>"]),
+    st.text(max_size=12),
+)
+
+
+@given(st.lists(_REPLY_PIECES, max_size=12).map("".join))
+@settings(max_examples=400)
+def test_a_reply_is_never_shortened_except_by_a_leading_think_block(text: str) -> None:
+    reply, thinking = split_thinking(text)
+    if text.lstrip().lower().startswith("<think>"):
+        assert len(reply) + len(thinking) <= len(text)
+        assert reply == "" or text.rstrip().endswith(reply)
+    else:
+        assert (reply, thinking) == (text.strip(), "")
 
 
 def test_extract_json_prefers_a_fenced_block() -> None:
