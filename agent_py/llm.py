@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import math
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
@@ -23,7 +24,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_py.budget import Keep, estimate_tokens
+from agent_py.budget import Keep, estimate_tokens, prompt_tokens
 
 
 class Message(TypedDict):
@@ -306,6 +307,8 @@ class ManagedLLM:
         self.stats = ModelStats()
         self._on_model_event = on_model_event
         self._memory_pressure = False
+        self.tokens_per_estimate = 1.0
+        """Real prompt tokens per estimated token, at least 1 (see :meth:`_calibrate`)."""
         self._call_lock = asyncio.Lock()
         self._unit_lock = asyncio.Lock()
 
@@ -321,7 +324,19 @@ class ManagedLLM:
         return ResidencyPolicy.KEEP_WARM
 
     def count_tokens(self, text: str) -> int:
-        return self.llm.count_tokens(text)
+        """The engine's estimate, scaled up once a reply showed that it under-counts."""
+        return math.ceil(self.llm.count_tokens(text) * self.tokens_per_estimate)
+
+    def _calibrate(self, messages: list[Message], reply: ChatReply) -> None:
+        """Learn from the prompt tokens the engine's own tokenizer counted. Only an estimate
+        that fell short changes the count (numbers and non-Latin text run denser than the
+        byte rule); one that over-counts stays, on the safe side."""
+        estimated = prompt_tokens(messages, self.llm.count_tokens)
+        if reply.usage.prompt_tokens <= 0 or estimated < 200:  # a template's own tokens
+            return  # weigh too much in a short prompt
+        ratio = reply.usage.prompt_tokens / max(estimated, 1)
+        if ratio > self.tokens_per_estimate:
+            self.tokens_per_estimate = min(ratio * 1.05, 4.0)
 
     @asynccontextmanager
     async def unit(self, role: ModelRole) -> AsyncIterator[None]:
@@ -411,6 +426,7 @@ class ManagedLLM:
             self.stats.model_time_s += time.perf_counter() - started
         self.stats.prompt_tokens += reply.usage.prompt_tokens
         self.stats.completion_tokens += reply.usage.completion_tokens
+        self._calibrate(messages, reply)
         return reply
 
     async def _reload(self, model: str) -> None:

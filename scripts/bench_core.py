@@ -4,7 +4,9 @@ Prints, for a few scripted tasks:
 - model calls per task by purpose, next to what the original design makes
   (1 plan + 1 per step + 1 rethink per task);
 - reloads and unloads per task under each residency policy;
-- orchestration overhead per step: wall time minus model and tool time, per step.
+- orchestration overhead per step: wall time minus model and tool time, per step;
+- the largest prompt sent per purpose, next to what the window leaves for it, in a long
+  run with big results and in a run with 40 MCP-sized tools.
 
 Numbers only; it never fails on time. Run: ``.venv/bin/python scripts/bench_core.py``.
 """
@@ -29,6 +31,8 @@ from agent_py import (
     ToolContext,
     ToolResult,
 )
+from agent_py.budget import prompt_tokens
+from agent_py.llm import CallPurpose
 
 REPEATS = 30
 
@@ -154,6 +158,94 @@ async def main() -> None:
             f"  {scenario.name:28s} {statistics.median(samples):6.3f} ms/step "
             f"(min {min(samples):.3f}, max {max(samples):.3f})"
         )
+
+    print("\nlargest prompt per purpose, estimated tokens / tokens the window leaves for it")
+    long_run = [
+        {
+            "task_id": f"t{n}",
+            "task_goal": f"report {n}",
+            "steps": [
+                {
+                    "step_id": f"s{n}",
+                    "step_goal": f"report {n}",
+                    "tool_name": "report",
+                    "arguments": {"topic": f"topic {n}"},
+                }
+            ],
+        }
+        for n in range(1, 41)
+    ]
+    await largest_prompts("40 tasks, 3 KB results", [Report()], long_run)
+    one_remote = [
+        {
+            "task_id": "t1",
+            "task_goal": "call op 7",
+            "steps": [
+                {
+                    "step_id": "s1",
+                    "step_goal": "call op 7",
+                    "tool_name": "svc7__op7",
+                    "arguments": {"f0": "x"},
+                }
+            ],
+        }
+    ]
+    await largest_prompts("40 MCP-sized tools", [remote_tool(i) for i in range(40)], one_remote)
+
+
+class Report(ToolBase):
+    """A verbose result, as a JavaScript step that prints a table would give."""
+
+    name = "report"
+    description = "Returns a long report for a topic."
+    input_schema = {
+        "type": "object",
+        "properties": {"topic": {"type": "string"}},
+        "required": ["topic"],
+    }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return ToolResult(f"{arguments['topic']}: a measured value.\n" * 120)
+
+
+def remote_tool(index: int) -> ToolBase:
+    """A tool with a schema the size of a typical MCP server's (about 240 tokens)."""
+
+    class Remote(ToolBase):
+        name = f"svc{index}__op{index}"
+        description = f"Runs operation {index} of service {index}. " + "Details. " * 8
+        input_schema = {
+            "type": "object",
+            "properties": {
+                f"f{n}": {"type": "string", "description": f"value {n}"} for n in range(12)
+            },
+            "required": ["f0"],
+        }
+
+        async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            return ToolResult(f"op {index} done")
+
+    return Remote()
+
+
+async def largest_prompts(label: str, tools: list[ToolBase], plan_tasks: list[Any]) -> None:
+    plan = f"<plan>{json.dumps({'tasks': plan_tasks})}</plan>"
+    llm = ScriptedLLM.replaying(
+        {"plan": plan, "rethink": "<status>continue</status>", "answer": "the answer"}
+    )
+    config = AgentConfig()
+    agent = Agent(llm=llm, tools=tools, config=config)
+    result = await agent.task(f"bench: {label}")
+    largest: dict[str, int] = {}
+    for messages, call in llm.calls:
+        used = prompt_tokens(messages, llm.count_tokens)
+        largest[call.purpose.value] = max(largest.get(call.purpose.value, 0), used)
+    window = config.context_window
+    cells = ", ".join(
+        f"{purpose} {tokens}/{window - config.budgets.for_purpose(CallPurpose(purpose))}"
+        for purpose, tokens in largest.items()
+    )
+    print(f"  {label:28s} {result.state.value}: {cells} (window {window})")
 
 
 if __name__ == "__main__":

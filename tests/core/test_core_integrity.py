@@ -512,3 +512,36 @@ async def test_a_tool_that_ignores_cancellation_is_abandoned_at_its_limit() -> N
     assert result.steps[0].ok is False
     assert result.steps[0].output == "stubborn timed out after 0.3 s"
     await asyncio.wait_for(tool.finished.wait(), 30)  # let it end before the loop closes
+
+
+class DenseTokenizerLLM(ScriptedLLM):
+    """Reports twice the estimated prompt tokens, like a tokenizer on digit-heavy text."""
+
+    async def chat(self, messages: list[Message], call: CallInfo, on_token: Any = None) -> Any:
+        reply = await super().chat(messages, call, on_token)
+        real = 2 * sum(estimate_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+        return reply.model_copy(
+            update={"usage": reply.usage.model_copy(update={"prompt_tokens": real})}
+        )
+
+
+async def test_token_counts_follow_the_engines_tokenizer_when_it_counts_more() -> None:
+    script = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(*[[step(f"s{i}", "big", {"topic": f"t{i}"})] for i in range(1, 5)]),
+            "rethink": CONTINUE,
+            "answer": "done",
+        }
+    )
+    llm = DenseTokenizerLLM(script._script)
+    config = AgentConfig()
+    agent, _ = make_agent(llm, BigTool(4_000), config=config)
+
+    result = await agent.task("Collect four reports")
+
+    assert result.state is AgentState.COMPLETED, result.error
+    assert agent.llm.tokens_per_estimate >= 2
+    for messages, call in llm.calls[1:]:  # after the first reply showed the real count
+        budget = config.context_window - config.budgets.for_purpose(call.purpose)
+        real = 2 * sum(estimate_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+        assert real <= budget, (call.purpose, real, budget)
