@@ -238,6 +238,7 @@ async function askUser(page, server, kind, tabId, signal) {
       throw new Refusal(`The bridge could not open its question window (${error.message || error}).`);
     }
   }
+  if (signal.aborted) return "aborted";
   return new Promise((resolve) => {
     const done = (answer) => {
       clearTimeout(timer);
