@@ -106,7 +106,7 @@ def test_without_the_extension_a_cors_server_works_and_others_name_the_extension
         )
         # The worker's own fetch reaches a server that sends CORS headers; the SSE answer
         # streams through it.
-        assert "Connected: 9 tools" in server_item(page, "open", "connected").inner_text()
+        assert "Connected: 13 tools" in server_item(page, "open", "connected").inner_text()
         step = run_add(page, "open__add")
         assert step.locator(".output pre").text_content() == "5"
 
@@ -149,7 +149,7 @@ def test_an_agent_run_calls_an_mcp_tool_through_the_bridge(
         set_lists(worker, pages=[page_origin], targets=[server_origin])
         page.get_by_role("button", name="Reconnect server calc").click()
         connected = server_item(page, "calc", "connected").locator(".server-status").inner_text()
-        assert connected.startswith("Connected: 9 tools (calc__echo, calc__add")
+        assert connected.startswith("Connected: 13 tools (calc__echo, calc__add")
 
         step = run_add(page, "calc__add")
 
