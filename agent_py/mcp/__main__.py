@@ -73,6 +73,16 @@ def _add_options(options: argparse.ArgumentParser, late: bool) -> None:
         help=help_of("OAuth: the client credentials grant (needs --client-id and a secret)"),
     )
     options.add_argument(
+        "--idp-token-endpoint",
+        help=help_of(
+            "OAuth cross-app access: the identity provider's token endpoint (the ID token "
+            "comes from $MCP_IDP_ID_TOKEN)"
+        ),
+    )
+    options.add_argument(
+        "--idp-client-id", help=help_of("OAuth cross-app access: the client id at the IdP")
+    )
+    options.add_argument(
         "--redirect-port", type=int, help=help_of("OAuth: loopback port (default: any free)")
     )
     options.add_argument(
@@ -170,7 +180,14 @@ def _authorizer(
         client_secret=args.client_secret or os.environ.get("MCP_CLIENT_SECRET") or None,
         client_metadata_url=args.client_metadata_url,
         scope=args.scope,
-        grant="client_credentials" if args.client_credentials else "authorization_code",
+        grant="client_credentials"
+        if args.client_credentials
+        else "identity_assertion"
+        if args.idp_token_endpoint
+        else "authorization_code",
+        idp_token_endpoint=args.idp_token_endpoint,
+        idp_client_id=args.idp_client_id,
+        idp_id_token=os.environ.get("MCP_IDP_ID_TOKEN") or None,
     )
     front_end = LoopbackFrontEnd(port=args.redirect_port or 0, open_browser=not args.no_browser)
     authorizer = OAuthAuthorizer(

@@ -16,7 +16,10 @@ What happens when a server answers 401 (:meth:`OAuthAuthorizer.challenge`):
    where the server supports them, else dynamic registration (RFC 7591).
 4. The token: authorization code with PKCE (S256), ``state`` and ``resource`` (RFC 8707),
    the user's step done by an :class:`AuthorizationFrontEnd` (a loopback redirect in the
-   terminal, a popup in the page); or client credentials for machine clients.
+   terminal, a popup in the page); or client credentials for machine clients; or, for
+   enterprise-managed clients (SEP-990, cross-app access), an identity assertion: the
+   user's ID token is exchanged at their identity provider for an ID-JAG (RFC 8693), which
+   the ``jwt-bearer`` grant (RFC 7523) turns into the token.
 
 Scopes: those the ``WWW-Authenticate`` header names, else all the resource metadata lists.
 A 403 ``insufficient_scope`` asks again for the union of what we hold and what the header
@@ -46,7 +49,11 @@ from agent_py.mcp.transport import HTTPTransport
 
 logger = logging.getLogger(__name__)
 
-Grant = Literal["authorization_code", "client_credentials"]
+Grant = Literal["authorization_code", "client_credentials", "identity_assertion"]
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token"
+ID_JAG = "urn:ietf:params:oauth:token-type:id-jag"
 METADATA_LIMIT = 256 * 1024
 EXPIRY_MARGIN_S = 30.0
 DEFAULT_CLIENT_NAME = "agent_py"
@@ -135,6 +142,11 @@ class OAuthSettings:
     """Scopes to ask for, instead of those the server suggests."""
     grant: Grant = "authorization_code"
     client_name: str = DEFAULT_CLIENT_NAME
+    idp_token_endpoint: str | None = None
+    """``identity_assertion``: the identity provider's token endpoint."""
+    idp_client_id: str | None = None
+    idp_id_token: str | None = field(default=None, repr=False)
+    """``identity_assertion``: the user's ID token from that identity provider."""
 
 
 @dataclass
@@ -359,6 +371,8 @@ class OAuthAuthorizer(Authorizer):
             stored = StoredAuth()  # another authorization server: its client is not ours
         if self.settings.grant == "client_credentials":
             tokens = await self._client_credentials(found, stored, scope)
+        elif self.settings.grant == "identity_assertion":
+            tokens = await self._identity_assertion(found, stored, scope)
         else:
             tokens = await self._authorization_code(found, stored, scope)
         self._keep(stored, tokens, found.issuer)
@@ -373,6 +387,44 @@ class OAuthAuthorizer(Authorizer):
         stored.client_id = self.settings.client_id
         stored.client_secret = self.settings.client_secret
         form = {"grant_type": "client_credentials", "resource": found.resource}
+        if scope:
+            form["scope"] = scope
+        return await self._token_request(found, stored, form)
+
+    async def _identity_assertion(
+        self, found: _Discovery, stored: StoredAuth, scope: str | None
+    ) -> dict[str, Any]:
+        settings = self.settings
+        if not (settings.idp_token_endpoint and settings.idp_id_token and settings.client_id):
+            raise MCPAuthorizationError(
+                "Cross-app access needs the identity provider's token endpoint, an ID token "
+                "and this client's id at the authorization server."
+            )
+        exchange = {
+            "grant_type": TOKEN_EXCHANGE,
+            "requested_token_type": ID_JAG,
+            "subject_token": settings.idp_id_token,
+            "subject_token_type": ID_TOKEN,
+            "audience": str(found.metadata.get("issuer") or found.issuer),
+            "resource": found.resource,
+        }
+        if settings.idp_client_id:
+            exchange["client_id"] = settings.idp_client_id
+        if scope:
+            exchange["scope"] = scope
+        status, body = await self._http(
+            "POST",
+            settings.idp_token_endpoint,
+            {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"},
+            urlencode(exchange).encode(),
+        )
+        reply = _json_object(body)
+        if status != 200 or not isinstance(reply.get("access_token"), str):
+            raise MCPAuthorizationError(
+                f"The identity provider refused the token exchange (HTTP {status}){_said(reply)}."
+            )
+        stored.client_id, stored.client_secret = settings.client_id, settings.client_secret
+        form = {"grant_type": JWT_BEARER, "assertion": reply["access_token"]}
         if scope:
             form["scope"] = scope
         return await self._token_request(found, stored, form)

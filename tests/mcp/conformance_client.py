@@ -49,6 +49,10 @@ def main() -> int:
             env["MCP_CLIENT_SECRET"] = context["client_secret"]
         if scenario.startswith("auth/client-credentials"):
             options.append("--client-credentials")
+        if context.get("idp_token_endpoint"):
+            options += ["--idp-token-endpoint", context["idp_token_endpoint"]]
+            options += ["--idp-client-id", context["idp_client_id"]]
+            env["MCP_IDP_ID_TOKEN"] = context["idp_id_token"]
         if scenario in CALLS:
             return cli(url, *options, *CALLS[scenario], env=env).returncode
         listed = cli(url, *options, "tools", env=env)

@@ -29,10 +29,6 @@ LEFT_OVER = {
         "private_key_jwt signs with ES256 (ECDSA P-256); the standard library has no ECDSA "
         "and the client takes no crypto dependency"
     ),
-    "auth/cross-app-access-complete-flow": (
-        "SEP-990 enterprise cross-app access (an ID-JAG from the identity provider by token "
-        "exchange, then the jwt-bearer grant) is not implemented"
-    ),
 }
 
 pytestmark = pytest.mark.skipif(
