@@ -30,6 +30,7 @@ them, and their reprs hide them.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -247,6 +248,7 @@ class OAuthAuthorizer(Authorizer):
         self._front_end = front_end
         self._timeout_s = timeout_s
         self._discovery: _Discovery | None = None
+        self._renewing = asyncio.Lock()
 
     @property
     def stored(self) -> StoredAuth:
@@ -254,15 +256,31 @@ class OAuthAuthorizer(Authorizer):
 
     async def access_token(self) -> str | None:
         stored = self.stored
-        if stored.access_token is None:
-            return None
-        if stored.expires_at is not None and time.time() > stored.expires_at - EXPIRY_MARGIN_S:
-            if stored.refresh_token is None or not await self._refresh(stored):
-                return None
-            stored = self.stored
+        if stored.access_token is None or not self._expired(stored):
+            return stored.access_token
+        async with self._renewing:
+            stored = self.stored  # another request may have refreshed it meanwhile
+            if self._expired(stored):
+                if stored.refresh_token is None or not await self._refresh(stored):
+                    return None
+                stored = self.stored
         return stored.access_token
 
     async def challenge(self, status: int, www_authenticate: str) -> bool:
+        refused = self.stored.access_token
+        # One renewal at a time: requests refused together share the first one's token (a
+        # second refresh would spend a rotated refresh token, a second sign-in the user's time).
+        async with self._renewing:
+            current = self.stored.access_token
+            if current is not None and current != refused:
+                return True
+            return await self._renew(status, www_authenticate)
+
+    @staticmethod
+    def _expired(stored: StoredAuth) -> bool:
+        return stored.expires_at is not None and time.time() > stored.expires_at - EXPIRY_MARGIN_S
+
+    async def _renew(self, status: int, www_authenticate: str) -> bool:
         params = parse_www_authenticate(www_authenticate)
         stored = self.stored
         if status == 403:

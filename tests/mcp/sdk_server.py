@@ -165,6 +165,9 @@ def build_server(token: str | None) -> MCPServer:
             if item % checkpoint_every == 0:
                 journal.append({"method": "process_batch/checkpoint", "item": item})
                 await ctx.close_sse_stream()
+                # The SDK loses an event sent while a resumed stream is being re-registered
+                # (its "replay to live tail" window): give the client time to come back first.
+                await asyncio.sleep(0.5)
             await asyncio.sleep(0.05)
         return f"processed {items} items"
 
