@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pty
+import select
+import subprocess
 import sys
 import time
 
@@ -124,3 +127,47 @@ async def test_a_question_from_the_server_takes_the_defaults_under_yes_or_is_dec
     assert "--yes cannot answer it: Name is required. Declined." in with_yes[2]
     assert no_terminal[:2] == (0, "decline\n")
     assert "no terminal to answer on; declined (pass --yes" in no_terminal[2]
+
+
+def test_a_question_from_the_server_is_asked_on_the_terminal(sdk_servers: SDKServers) -> None:
+    """The CLI under a pseudo-terminal: the questions appear, a wrong answer is asked again,
+    an empty one takes the default."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent_py.mcp", sdk_servers.open_url, "call", "ask_user"],
+        stdin=terminal,
+        stderr=terminal,
+        stdout=subprocess.PIPE,
+    )
+    os.close(terminal)
+    seen = b""
+    deadline = time.monotonic() + 60  # a hang guard only
+
+    def expect(text: str) -> None:
+        nonlocal seen
+        while text.encode() not in seen:
+            assert time.monotonic() < deadline, f"no {text!r} in {seen.decode()!r}"
+            ready, _, _ = select.select([controller], [], [], 1)
+            if ready:
+                seen += os.read(controller, 4096)
+        seen = seen[seen.index(text.encode()) + len(text) :]
+
+    try:
+        expect("asks: Who are you?")
+        expect("Answer it?")
+        os.write(controller, b"y\n")
+        expect("Name (Your name): ")
+        os.write(controller, b"Ada\n")
+        expect("Age (Your age) (default: 30): ")
+        os.write(controller, b"two hundred\n")
+        expect("Age must be an integer.")
+        os.write(controller, b"\n")
+        expect("Subscribe (Send me news) [yes/no] (default: False): ")
+        os.write(controller, b"yes\n")
+        out, _ = process.communicate(timeout=60)
+    finally:
+        os.close(controller)
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0
+    assert out.decode() == 'accept {"name":"Ada","age":30,"subscribe":true}\n'
