@@ -38,7 +38,8 @@ from agent_py.mcp.transport import FallbackTransport, HTTPResponse, HTTPTranspor
 BrowserMode = Literal["fetch", "bridge"]
 
 INSTALL_HINT = (
-    "Install the agent_py bridge extension (see README) and approve {origin} in its options."
+    "Install the agent_py bridge extension (see README), add this page in its options, and "
+    "allow it to reach {origin} when the extension asks."
 )
 
 _request_ids = itertools.count(1)

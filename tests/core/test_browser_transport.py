@@ -158,7 +158,7 @@ async def test_a_request_crosses_as_json_and_the_body_streams_back_in_order() ->
             "fetch",
             "blocked",
             MCPConnectionError,
-            ["'calc'", "no CORS headers", "'auto' or 'bridge'", "approve http://127.0.0.1:8931"],
+            ["'calc'", "no CORS headers", "'auto' or 'bridge'", "allow it to reach http://127.0.0.1:8931"],
         ),
         ("bridge", "refused", MCPConnectionError, ["bridge extension refused", "not approved"]),
         ("bridge", "network", MCPConnectionError, ["'calc'", "not approved"]),
@@ -198,8 +198,8 @@ async def test_auto_without_the_extension_names_the_server_and_says_to_install_i
 
     assert str(caught.value) == (
         f"The MCP server 'calc' ({URL}) does not allow browser requests (no CORS headers), or "
-        "it is not running. Install the agent_py bridge extension (see README) and approve "
-        "http://127.0.0.1:8931 in its options."
+        "it is not running. Install the agent_py bridge extension (see README), add this page "
+        "in its options, and allow it to reach http://127.0.0.1:8931 when the extension asks."
     )
 
 

@@ -255,11 +255,10 @@ def test_a_server_that_does_not_answer_in_time_is_cut_off(
 ) -> None:
     _, worker = extension
     set_lists(worker, pages=[page_origin], targets=[plain.origin])
-    started = time.monotonic()
 
-    answer = bridge_fetch(probe, plain.origin + "/hang?s=3", method="GET", timeoutMs=500)
+    # The server would answer after 60 s: a timeout error proves the bridge cut it off.
+    answer = bridge_fetch(probe, plain.origin + "/hang?s=60", method="GET", timeoutMs=500)
 
-    assert time.monotonic() - started < 2.5
     assert answer["error"] == {
         "kind": "timeout",
         "message": f"{plain.origin} did not answer within 0.5 s.",

@@ -101,8 +101,8 @@ def test_without_the_extension_a_cors_server_works_and_others_name_the_extension
         status = server_item(page, "calc", "error").locator(".server-status").inner_text()
         assert f"The MCP server 'calc' ({mcp_url}) does not allow browser requests" in status
         assert (
-            "Install the agent_py bridge extension (see README) and approve "
-            f"{mcp_url.rsplit('/', 1)[0]} in its options." in status
+            "Install the agent_py bridge extension (see README), add this page in its options, "
+            f"and allow it to reach {mcp_url.rsplit('/', 1)[0]} when the extension asks." in status
         )
         # The worker's own fetch reaches a server that sends CORS headers; the SSE answer
         # streams through it.
