@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -90,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_eval_command(commands)
     args = parser.parse_args(argv)
+    if getattr(args, "engine", None) == "webllm":
+        allow_weights_download()
 
     if args.command == "eval":
         return run_eval(args)
@@ -138,6 +141,20 @@ def add_eval_command(commands: Any) -> None:
     evaluate.add_argument(
         "--min-score", type=float, default=1.0, help="fraction of tasks that must pass for exit 0"
     )
+
+
+NETWORK_VARIABLE = "AGENT_PY_BROWSER_NETWORK"  # read by playwright.config.py
+
+
+def allow_weights_download() -> None:
+    """WebLLM fetches its weights from the internet on first use, so a browser started for
+    ``--engine webllm`` may leave loopback unless the user said otherwise."""
+    if os.environ.setdefault(NETWORK_VARIABLE, "open") == "open":
+        print(
+            f"WebLLM downloads its weights on first use: the browser may reach the internet "
+            f"({NETWORK_VARIABLE}=loopback keeps it on this machine).",
+            file=sys.stderr,
+        )
 
 
 def run_eval(args: argparse.Namespace) -> int:

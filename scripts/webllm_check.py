@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent_py.__main__ import allow_weights_download
 from agent_py.terminal import PageAgent, SetupError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per task (guard)")
     parser.add_argument("--skip-suite", action="store_true", help="only the residency part")
     args = parser.parse_args(argv)
+    allow_weights_download()  # the first run downloads Qwen3-4B from the internet
     try:
         code = check_residency(args)
     except SetupError as exc:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from agent_py import read_history_file
 
@@ -40,3 +43,19 @@ def test_demo_without_a_task_is_a_usage_error() -> None:
     )
     assert done.returncode == 2
     assert "the following arguments are required: task" in done.stderr
+
+
+def test_webllm_opens_the_browser_network_for_its_weights_unless_told_not_to(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent_py.__main__ import NETWORK_VARIABLE, allow_weights_download
+
+    monkeypatch.delenv(NETWORK_VARIABLE, raising=False)
+    allow_weights_download()
+    assert os.environ[NETWORK_VARIABLE] == "open"
+    assert "downloads its weights" in capsys.readouterr().err
+
+    monkeypatch.setenv(NETWORK_VARIABLE, "loopback")
+    allow_weights_download()
+    assert os.environ[NETWORK_VARIABLE] == "loopback"
+    assert capsys.readouterr().err == ""
