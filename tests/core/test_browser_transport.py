@@ -158,7 +158,12 @@ async def test_a_request_crosses_as_json_and_the_body_streams_back_in_order() ->
             "fetch",
             "blocked",
             MCPConnectionError,
-            ["'calc'", "no CORS headers", "'auto' or 'bridge'", "allow it to reach http://127.0.0.1:8931"],
+            [
+                "'calc'",
+                "no CORS headers",
+                "'auto' or 'bridge'",
+                "allow it to reach http://127.0.0.1:8931",
+            ],
         ),
         ("bridge", "refused", MCPConnectionError, ["bridge extension refused", "not approved"]),
         ("bridge", "network", MCPConnectionError, ["'calc'", "not approved"]),
