@@ -14,7 +14,15 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from mcp_servers import HERE, TOKEN, ScriptedServers, SDKServers, free_port, wait_for_port
+from mcp_servers import (
+    HERE,
+    TOKEN,
+    ScriptedServers,
+    SDKServers,
+    free_port,
+    serving,
+    wait_for_port,
+)
 
 
 @pytest.fixture(scope="session")
@@ -54,22 +62,8 @@ def oauth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The OAuth-protected server (tests/mcp/oauth_server.py); yields its base URL."""
     log = tmp_path_factory.mktemp("oauth-server") / "server.log"
     port = free_port()
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, str(HERE / "oauth_server.py"), str(port)],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    try:
-        wait_for_port(port, process, log)
+    with serving([sys.executable, str(HERE / "oauth_server.py"), str(port)], log, port=port):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 @pytest.fixture

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +44,30 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path) -> Non
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"the MCP test server did not start:\n{log.read_text()}")
+
+
+@contextmanager
+def serving(
+    command: list[str], log: Path, *, port: int, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a server process that listens on ``port`` (output to ``log``) until it accepts
+    connections, and stop it afterwards."""
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            command,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        )
+    try:
+        wait_for_port(port, process, log)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 class ScriptedServers:

@@ -15,8 +15,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -260,32 +258,12 @@ def start_sdk_server(
     browser clients does."""
     sys.path.insert(0, str(MCP_TESTS))
     try:
-        from mcp_servers import free_port, wait_for_port
+        from mcp_servers import free_port, serving
     finally:
         sys.path.remove(str(MCP_TESTS))
     port = free_port()
     log = log_dir / f"sdk-server-{port}.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                _SDK_LAUNCHER,
-                str(MCP_TESTS),
-                str(port),
-                "cors" if cors else "plain",
-                *(allow_origins or []),
-            ],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    try:
-        wait_for_port(port, process, log)
+    mode = "cors" if cors else "plain"
+    launch = [sys.executable, "-c", _SDK_LAUNCHER, str(MCP_TESTS), str(port), mode]
+    with serving([*launch, *(allow_origins or [])], log, port=port):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()

@@ -10,8 +10,6 @@ to our callback page."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,27 +28,14 @@ MCP_TESTS = Path(__file__).resolve().parents[1] / "mcp"
 def oauth_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     sys.path.insert(0, str(MCP_TESTS))
     try:
-        from mcp_servers import free_port, wait_for_port
+        from mcp_servers import free_port, serving
     finally:
         sys.path.remove(str(MCP_TESTS))
     port = free_port()
     log = tmp_path_factory.mktemp("oauth") / "server.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, str(MCP_TESTS / "oauth_server.py"), str(port), "--cors"],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    try:
-        wait_for_port(port, process, log)
+    command = [sys.executable, str(MCP_TESTS / "oauth_server.py"), str(port), "--cors"]
+    with serving(command, log, port=port):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def run_tool(page: Any, tool: str, arguments: dict[str, Any]) -> Any:
@@ -171,20 +156,12 @@ def test_the_panel_names_the_tools_the_agent_is_not_given(
     """server-everything (npm; it sends CORS headers) has a tool that only runs as a task."""
     sys.path.insert(0, str(MCP_TESTS))
     try:
-        from mcp_servers import free_port, wait_for_port
+        from mcp_servers import free_port, serving
     finally:
         sys.path.remove(str(MCP_TESTS))
     port = free_port()
-    log = tmp_path / "everything.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [str(NODE), str(EVERYTHING), "streamableHttp"],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PORT": str(port)},
-        )
-    try:
-        wait_for_port(port, process, log)
+    command = [str(NODE), str(EVERYTHING), "streamableHttp"]
+    with serving(command, tmp_path / "everything.log", port=port, env={"PORT": str(port)}):
         open_app(page, page_url("index.html?engine=scripted"))
         add_server(page, "every", f"http://127.0.0.1:{port}/mcp")
         text = server_item(page, "every", "connected").inner_text()
@@ -192,9 +169,3 @@ def test_the_panel_names_the_tools_the_agent_is_not_given(
             "Not offered to the agent: simulate-research-query: needs task-augmented calls, "
             "which this client does not make." in text
         )
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
