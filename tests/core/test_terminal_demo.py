@@ -50,7 +50,10 @@ def test_webllm_opens_the_browser_network_for_its_weights_unless_told_not_to(
 ) -> None:
     from agent_py.__main__ import NETWORK_VARIABLE, allow_weights_download
 
-    monkeypatch.delenv(NETWORK_VARIABLE, raising=False)
+    # Set, then removed, through monkeypatch: so it is put back as it was after the test,
+    # even though allow_weights_download() sets it behind monkeypatch's back.
+    monkeypatch.setenv(NETWORK_VARIABLE, "placeholder")
+    monkeypatch.delenv(NETWORK_VARIABLE)
     allow_weights_download()
     assert os.environ[NETWORK_VARIABLE] == "open"
     assert "downloads its weights" in capsys.readouterr().err
