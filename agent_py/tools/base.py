@@ -49,7 +49,6 @@ class ToolContext:
     """Ask the model (budget-fitted, recorded); only tools with uses_model need it."""
     step_id: str | None = None
     thinking: bool = False
-    max_tokens: int = 1024
     report_progress: ProgressCallback = field(default=lambda message, meta: None)
 
 
@@ -79,17 +78,6 @@ class ToolBase(ABC):
     code_language: str | None = None
     """Set when the main input is source code in this language (name, fence tag): a small
     model writes code far better in a fenced block than inside a JSON string."""
-
-    def to_params(self) -> dict[str, Any]:
-        """The tool in OpenAI function-calling format."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.input_schema,
-            },
-        }
 
     @abstractmethod
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -18,19 +18,12 @@ class ToolRegistry:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
 
-    def remove(self, name: str) -> None:
-        self._tools.pop(name, None)
-
     def replace_all(self, tools: Iterable[ToolBase], *, keep: Iterable[str] = ()) -> None:
         """Swap in a new set of tools (an MCP refresh), keeping the named ones."""
         kept = {name: self._tools[name] for name in keep if name in self._tools}
         self._tools = kept
         for tool in tools:
             self.add(tool)
-
-    def merged(self, tools: Iterable[ToolBase]) -> ToolRegistry:
-        """A new registry with these tools added to this one's."""
-        return ToolRegistry([*self._tools.values(), *tools])
 
     def get(self, name: str) -> ToolBase | None:
         return self._tools.get(name)

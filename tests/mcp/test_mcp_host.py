@@ -57,7 +57,7 @@ async def test_two_servers_with_the_same_tools_are_kept_apart(sdk_servers: SDKSe
         echo = tool_named(host, "beta__echo")
         assert (echo.server, echo.tool.name) == ("beta", "echo")
         assert echo.input_schema["required"] == ["text"]
-        assert echo.to_params()["function"]["name"] == "beta__echo"
+        assert echo.name == "beta__echo"
         outcome = await echo.run({"text": "from beta"}, context())
         assert outcome.content == "from beta"
         assert outcome.data == "from beta"  # the SDK's {"result": ...} wrapping is unwrapped
