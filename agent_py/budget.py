@@ -22,26 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    from agent_py.llm import Message
+from agent_py.messages import Keep, Message
 
 BYTES_PER_TOKEN = 3
 MESSAGE_OVERHEAD_TOKENS = 8  # role markers and separators of a chat template
 CURRENT_FLOOR_CHARS = 1_200  # a current message is never cut below this (its instruction)
 SYSTEM_FLOOR_CHARS = 1_500  # nor the system prompt (its rules and reply format)
 _CUT_PASSES = 6  # a tokenizer is not linear in characters: re-measure after each cut
-
-
-class Keep(IntEnum):
-    """How long a message survives fitting; the lowest goes first."""
-
-    DIGEST = 1
-    HISTORY = 2
-    TOOLS = 3
-    CURRENT = 4
 
 
 class PromptTooLargeError(ValueError):

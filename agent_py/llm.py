@@ -20,20 +20,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_py.budget import Keep, estimate_tokens, prompt_tokens
-
-
-class Message(TypedDict):
-    role: Literal["system", "user", "assistant"]
-    content: str
-    keep: NotRequired[Keep]
-    """How long the message survives fitting to the context window (see budget.py)."""
-    compact: NotRequired[list[str]]
-    """Shorter stand-ins for ``content``, each shorter than the last, for that fitting."""
+from agent_py.budget import estimate_tokens, prompt_tokens
+from agent_py.messages import Message as Message  # part of the model interface
 
 
 class CallPurpose(StrEnum):

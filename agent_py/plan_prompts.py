@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Any
 
-from agent_py.budget import Keep
-from agent_py.llm import Message
+from agent_py.messages import Keep, Message
 from agent_py.plan import PlanShape
 from agent_py.prompts import examples, render
 from agent_py.tools.base import ToolBase, main_input_property

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_py.answer_checks import unusable_answer
-from agent_py.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, Keep, prompt_tokens
+from agent_py.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, prompt_tokens
 from agent_py.events import AgentState, EventType
 from agent_py.execution import (
     CallMemory,
@@ -24,7 +24,8 @@ from agent_py.execution import (
     result_statuses,
 )
 from agent_py.history import EventRecorder
-from agent_py.llm import CallPurpose, Message, ModelRole, Sampling
+from agent_py.llm import CallPurpose, ModelRole, Sampling
+from agent_py.messages import Keep, Message
 from agent_py.model_client import ModelClient
 from agent_py.parsing import (
     PlanParseError,
