@@ -33,11 +33,12 @@ from mcp_types import CallToolResult, Tool
 from agent_py.mcp.client import DEFAULT_TOOL_TIMEOUT_S, MCPClient
 from agent_py.mcp.errors import MCPError
 from agent_py.mcp.host import unusable_reason
+from agent_py.mcp.local import cpython_transport
 from agent_py.mcp.oauth import OAuthAuthorizer, OAuthSettings
 from agent_py.mcp.results import content_text
 from agent_py.mcp.terminal_auth import FileTokenStore, LoopbackFrontEnd, default_token_file
 from agent_py.mcp.terminal_form import terminal_handler
-from agent_py.mcp.transport import HTTPTransport, cpython_transport
+from agent_py.mcp.transport import HTTPTransport
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_FAILURE = 0, 1, 2
 TOKEN_HINT = "Pass one with --token or in the MCP_TOKEN environment variable."

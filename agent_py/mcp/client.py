@@ -67,9 +67,10 @@ from agent_py.mcp.errors import (
     MCPSessionExpiredError,
     MCPTimeoutError,
 )
+from agent_py.mcp.local import cpython_transport
 from agent_py.mcp.results import describe_validation_error, parse_call_tool_result
 from agent_py.mcp.streamable_http import TOKEN_HINT, StreamableHTTPConnection
-from agent_py.mcp.transport import HTTPResponse, HTTPTransport, cpython_transport
+from agent_py.mcp.transport import HTTPResponse, HTTPTransport
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,8 @@ The MCP client (:mod:`agent_py.mcp.client`) speaks JSON-RPC; the Streamable HTTP
 (:mod:`agent_py.mcp.streamable_http`) turns that into HTTP requests; an
 :class:`HTTPTransport` performs them. Implementations:
 
-- ``http``: :class:`agent_py.mcp.httpx_transport.HttpxTransport`, CPython only (httpx).
+- ``http``: :class:`agent_py.mcp.httpx_transport.HttpxTransport`, CPython only (httpx;
+  :func:`agent_py.mcp.local.cpython_transport` imports it on first use).
   Imported lazily, so the Pyodide path never imports httpx, sockets or threads.
 - ``fetch``: the page's ``fetch()``; works only for servers that send CORS headers.
 - ``bridge``: the companion extension performs the request for the page.
@@ -38,11 +39,10 @@ headers, text or base64 for bodies): proxies of JS objects need explicit lifetim
 
 from __future__ import annotations
 
-import sys
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 
-from agent_py.mcp.errors import MCPConfigError, MCPConnectionError
+from agent_py.mcp.errors import MCPConnectionError
 
 
 class HTTPResponse(ABC):
@@ -153,15 +153,3 @@ class FallbackTransport(HTTPTransport):
         if self._first is not None:
             await self._first.aclose()
         await self._second.aclose()
-
-
-def cpython_transport() -> HTTPTransport:
-    """The httpx transport, imported on first use. Not available in the browser."""
-    if sys.platform == "emscripten":
-        raise MCPConfigError(
-            "The 'http' transport needs CPython; in the page, use the 'fetch' or 'bridge' "
-            "transport."
-        )
-    from agent_py.mcp.httpx_transport import HttpxTransport
-
-    return HttpxTransport()

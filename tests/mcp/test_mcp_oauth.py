@@ -19,9 +19,9 @@ from mcp_types import TextContent
 from test_mcp_cli import run_cli
 
 from agent_py.mcp import MCPClient
+from agent_py.mcp.local import cpython_transport
 from agent_py.mcp.oauth import MemoryTokenStore, OAuthAuthorizer, parse_www_authenticate
 from agent_py.mcp.terminal_auth import LoopbackFrontEnd
-from agent_py.mcp.transport import cpython_transport
 
 HERE = Path(__file__).parent
 
