@@ -22,7 +22,9 @@ agent's tools, named ``<server>__<tool>``, from the next run. A third, ``user``
 (:class:`~agent_py.mcp.browser_user.UserBridge`), lets a server without a token sign the
 user in with OAuth (a popup) and ask the user questions (elicitation forms).
 
-This module imports nothing from Pyodide, so it is tested in CPython too.
+This module imports nothing from Pyodide, so it is tested in CPython too. It imports the MCP
+package (and its wire types, the largest import of all) only when a server is configured,
+so a page without servers starts without it.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -49,25 +51,19 @@ from agent_py.llm import (
     TokenCallback,
     Usage,
 )
-from agent_py.mcp.auth import Authorizer
-from agent_py.mcp.browser_transport import HttpBridge, browser_transport_factory
-from agent_py.mcp.browser_user import (
-    PageTokenStore,
-    PopupFrontEnd,
-    UserBridge,
-    page_elicitation,
-)
-from agent_py.mcp.errors import MCPConfigError
-from agent_py.mcp.host import MCPClientHost, MCPServerConfig, MCPServerStatus
-from agent_py.mcp.oauth import OAuthAuthorizer, OAuthSettings
-from agent_py.mcp.results import describe_validation_error
-from agent_py.mcp.transport import HTTPTransport
 from agent_py.model_client import ReplyBudgets
 from agent_py.plan import PlanShape
 from agent_py.profiles import ModelProfile, Strategy, profile_for
 from agent_py.tools.base import ToolBase
 from agent_py.tools.javascript import JavascriptExecutor, JSRunResult
 from agent_py.tools.llm_generator import LLMGenerator
+
+if TYPE_CHECKING:
+    from agent_py.mcp.auth import Authorizer
+    from agent_py.mcp.browser_transport import HttpBridge
+    from agent_py.mcp.browser_user import PageTokenStore, UserBridge
+    from agent_py.mcp.host import MCPClientHost, MCPServerConfig, MCPServerStatus
+    from agent_py.mcp.transport import HTTPTransport
 
 
 class Bridge(Protocol):
@@ -250,14 +246,32 @@ class PageSession:
         self._agent: Agent | None = None
         self._builtin_names: list[str] = []
         self._servers: dict[str, MCPServerConfig] = {}
+        self._http = http
         self._user = user
-        self._auth_store = PageTokenStore(user) if user is not None else None
-        self._mcp = MCPClientHost(
-            transport_factory=browser_transport_factory(http) if http else _no_network,
-            on_status=self._server_status,
-            on_elicit=page_elicitation(user) if user is not None else None,
-            authorizer_factory=self._authorizer if user is not None else None,
-        )
+        self._auth_records: dict[str, Any] = {}  # kept until the MCP host exists
+        self._auth_store: PageTokenStore | None = None
+        self._host: MCPClientHost | None = None  # made when the first server is configured
+
+    def _mcp(self) -> MCPClientHost:
+        """The MCP host, made (and the MCP package imported) on first use."""
+        if self._host is None:
+            from agent_py.mcp.browser_transport import browser_transport_factory
+            from agent_py.mcp.browser_user import PageTokenStore, page_elicitation
+            from agent_py.mcp.host import MCPClientHost
+
+            user = self._user
+            if user is not None:
+                self._auth_store = PageTokenStore(user)
+                self._auth_store.replace(self._auth_records)
+            self._host = MCPClientHost(
+                transport_factory=(
+                    browser_transport_factory(self._http) if self._http else _no_network
+                ),
+                on_status=self._server_status,
+                on_elicit=page_elicitation(user) if user is not None else None,
+                authorizer_factory=self._authorizer if user is not None else None,
+            )
+        return self._host
 
     @property
     def session(self) -> str | None:
@@ -281,9 +295,14 @@ class PageSession:
         changed ones concurrently, drop removed ones, leave unchanged ones connected. One
         server's failure never stops the others. Returns every server's status as JSON;
         each change is also reported through ``mcpStatus`` as it happens."""
+        items = json.loads(servers_json)
+        if not items and self._host is None:
+            return "[]"  # no servers, none before: the MCP package stays unimported
+        from agent_py.mcp.host import MCPServerConfig, MCPServerStatus
+        from agent_py.mcp.results import describe_validation_error
+
         wanted: dict[str, MCPServerConfig] = {}
         invalid: list[MCPServerStatus] = []
-        items = json.loads(servers_json)
         for item in items if isinstance(items, list) else []:
             try:
                 config = MCPServerConfig.model_validate(item)
@@ -300,31 +319,37 @@ class PageSession:
                 self._server_status(status)
                 continue
             wanted[config.name] = config
+        host = self._mcp()
         for name in [n for n in self._servers if n not in wanted]:
             del self._servers[name]
-            await self._mcp.remove_server(name)
+            await host.remove_server(name)
         changed = [c for name, c in wanted.items() if self._servers.get(name) != c]
         self._servers.update({c.name: c for c in changed})
-        await asyncio.gather(*(self._mcp.add_server(c) for c in changed))
-        return self._statuses_json([*self._mcp.statuses(), *invalid])
+        await asyncio.gather(*(host.add_server(c) for c in changed))
+        return self._statuses_json([*host.statuses(), *invalid])
 
     def set_auth_records(self, records_json: str) -> None:
         """The OAuth registrations and tokens the page kept (``{server url: record}``)."""
         records = json.loads(records_json)
-        if self._auth_store is not None and isinstance(records, dict):
-            self._auth_store.replace(records)
+        if isinstance(records, dict):
+            self._auth_records = records
+            if self._auth_store is not None:
+                self._auth_store.replace(records)
 
     async def forget_sign_in(self, name: str) -> str:
         """Forget a server's OAuth tokens and registration, and connect it again."""
         config = self._servers.get(name)
         if config is not None and self._auth_store is not None:
             self._auth_store.forget(config.url)
-            await self._mcp.reconnect(name)
-        return self._statuses_json(self._mcp.statuses())
+            await self._mcp().reconnect(name)
+        return self.server_statuses()
 
     def _authorizer(self, config: MCPServerConfig, transport: HTTPTransport) -> Authorizer | None:
         if config.token is not None or self._user is None or self._auth_store is None:
             return None  # a configured token is used as it is
+        from agent_py.mcp.browser_user import PopupFrontEnd
+        from agent_py.mcp.oauth import OAuthAuthorizer, OAuthSettings
+
         front_end = PopupFrontEnd(
             self._user, server=config.name, redirect_uri=str(self._user.callbackUrl)
         )
@@ -339,15 +364,18 @@ class PageSession:
     async def reconnect_server(self, name: str) -> str:
         """Connect a server again (it restarted, or the extension was just set up)."""
         if name not in self._servers:
-            return self._statuses_json(self._mcp.statuses())
-        await self._mcp.reconnect(name)
-        return self._statuses_json(self._mcp.statuses())
+            return self.server_statuses()
+        await self._mcp().reconnect(name)
+        return self.server_statuses()
 
     def server_statuses(self) -> str:
-        return self._statuses_json(self._mcp.statuses())
+        return self._statuses_json(self._host.statuses() if self._host else [])
+
+    def _mcp_tools(self) -> list[ToolBase]:
+        return list(self._host.tools()) if self._host else []
 
     def _status_data(self, status: MCPServerStatus) -> dict[str, Any]:
-        tools = [tool.name for tool in self._mcp.tools() if tool.server == status.name]
+        tools = [tool.name for tool in self._mcp().tools() if tool.server == status.name]
         signed_in = self._auth_store is not None and self._auth_store.has(status.url)
         return {**status.model_dump(mode="json"), "tools": tools, "signed_in": signed_in}
 
@@ -364,7 +392,7 @@ class PageSession:
         agent = self._ensure_agent()
         # The MCP tools as they are now: servers connected or dropped since the last run,
         # and tool lists that changed, count from this run on.
-        agent.tools.replace_all(self._mcp.tools(), keep=self._builtin_names)
+        agent.tools.replace_all(self._mcp_tools(), keep=self._builtin_names)
         result = await agent.task(question)
         return result.model_dump_json()
 
@@ -376,7 +404,8 @@ class PageSession:
         if self._agent is not None:
             await self._agent.close()
             self._agent = None
-        await self._mcp.close()
+        if self._host is not None:
+            await self._host.close()
 
     def _ensure_agent(self) -> Agent:
         if self._agent is None:
@@ -389,7 +418,7 @@ class PageSession:
             self._builtin_names = [tool.name for tool in builtins]
             self._agent = Agent(
                 llm=BridgeLLM(self._bridge),
-                tools=[*builtins, *self._mcp.tools()],
+                tools=[*builtins, *self._mcp_tools()],
                 on_event=self._emit,
                 config=self._settings.agent_config(),
                 session=self._session,
@@ -401,6 +430,8 @@ class PageSession:
 
 
 def _no_network(config: MCPServerConfig) -> HTTPTransport:
+    from agent_py.mcp.errors import MCPConfigError
+
     raise MCPConfigError(
         f"The MCP server {config.name!r} cannot be reached: this page session has no HTTP bridge."
     )

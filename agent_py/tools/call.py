@@ -16,11 +16,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import exceptions as schema_exceptions
-from jsonschema import validators
-
+from agent_py.errors import InvalidArgumentsError, ReplyParseError
 from agent_py.llm import CallPurpose, Message
-from agent_py.parsing import ReplyParseError, extract_json
+from agent_py.parsing import extract_json
 from agent_py.prompts import examples, render
 from agent_py.tools.base import (
     ToolBase,
@@ -41,14 +39,14 @@ def fenced_block(reply: str) -> str:
     return (match.group(1) if match else reply).strip()
 
 
-class InvalidArgumentsError(ToolError):
-    pass
-
-
 def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> str | None:
     """None when ``arguments`` meet ``schema``, else the validator's message in one line."""
     if not isinstance(arguments, dict):
         return f"the arguments must be a JSON object, not {type(arguments).__name__}"
+    # Imported at the first check, not at start: jsonschema (and referencing, attrs,
+    # pyrsistent under it) is a third of the page's import time.
+    from jsonschema import exceptions as schema_exceptions
+
     try:
         validator = _validator(json.dumps(schema, sort_keys=True))
     except schema_exceptions.SchemaError as exc:
@@ -64,6 +62,8 @@ def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> str | None:
 def _validator(schema_json: str) -> Any:
     """A checked validator per schema: checking a schema costs more than using it, and the
     same tool schemas come back at every step."""
+    from jsonschema import validators
+
     schema = json.loads(schema_json)
     validator_class = validators.validator_for(schema)
     validator_class.check_schema(schema)
@@ -266,38 +266,24 @@ class ToolCall:
         return dict(arguments)
 
     async def act(self, arguments: dict[str, Any]) -> ToolResult:
-        """Run the tool under its time limit; failures come back as error results.
+        """Run the tool under its time limit. A failure raises ToolError with the text the
+        step reports: ``StepExecutor.run`` is the one place that makes it the observation.
 
         The run is its own task: at the limit it is cancelled, and a tool that ignores the
         cancellation is abandoned, so the step still ends at the limit. Stopping the agent
         cancels the run too."""
         try:
-            started = self.tool.run(arguments, self.ctx)
-            if not inspect.isawaitable(started):  # a tool whose run is not async
-                return self._checked(started)
-            run = asyncio.ensure_future(started)
-            try:
-                done, _ = await asyncio.wait({run}, timeout=self.timeout_s)
-            except asyncio.CancelledError:
-                _abandon(run)
-                raise
-            if not done:
-                _abandon(run)
-                return ToolResult(
-                    f"{self.tool.name} timed out after {self.timeout_s:g} s", is_error=True
-                )
-            return self._checked(run.result())
+            result = await self._run(arguments)
         except ToolError as exc:
-            return ToolResult(f"{self.tool.name} failed: {exc}", is_error=True)
+            raise ToolError(f"{self.tool.name} failed: {exc}") from exc
         except asyncio.CancelledError:
             if _cancelling():
                 raise
-            return ToolResult(f"{self.tool.name} was cancelled", is_error=True)
+            raise ToolError(f"{self.tool.name} was cancelled") from None
         except Exception as exc:  # a tool bug must not end the run
-            return ToolResult(f"{self.tool.name} raised {type(exc).__name__}: {exc}", is_error=True)
-
-    def _checked(self, result: object) -> ToolResult:
-        """``result`` when it is a ToolResult with text content, else a failed result."""
+            raise ToolError(f"{self.tool.name} raised {type(exc).__name__}: {exc}") from exc
+        if result is _TIMED_OUT:
+            raise ToolError(f"{self.tool.name} timed out after {self.timeout_s:g} s")
         if not isinstance(result, ToolResult):
             problem = f"returned {type(result).__name__}, not a ToolResult"
         elif not isinstance(result.content, str):
@@ -306,7 +292,23 @@ class ToolCall:
             )
         else:
             return result
-        return ToolResult(f"{self.tool.name} {problem} (a bug in the tool)", is_error=True)
+        raise ToolError(f"{self.tool.name} {problem} (a bug in the tool)")
+
+    async def _run(self, arguments: dict[str, Any]) -> object:
+        """What the tool's run gave, or ``_TIMED_OUT``."""
+        started = self.tool.run(arguments, self.ctx)
+        if not inspect.isawaitable(started):  # a tool whose run is not async
+            return started
+        run = asyncio.ensure_future(started)
+        try:
+            done, _ = await asyncio.wait({run}, timeout=self.timeout_s)
+        except asyncio.CancelledError:
+            _abandon(run)
+            raise
+        if not done:
+            _abandon(run)
+            return _TIMED_OUT
+        return run.result()
 
     async def _ask(self, messages: list[Message]) -> str:
         return await self.ctx.llm.ask(
@@ -329,6 +331,9 @@ class ToolCall:
         resolved = resolve_references(value, results, step_ids)
         problem = validate_arguments(self.tool.input_schema, resolved)
         return (resolved, None) if problem is None else (None, problem)
+
+
+_TIMED_OUT = object()
 
 
 def _abandon(run: asyncio.Future[Any]) -> None:

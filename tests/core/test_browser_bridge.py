@@ -4,6 +4,8 @@ for the worker's JavaScript object (the real one is exercised in tests/web/test_
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -111,3 +113,25 @@ async def test_page_session_runs_a_task_and_streams_events_as_json() -> None:
     assert result["steps"][0]["output"] == "result: 42\nconsole:\nhi"
     types = [e["type"] for e in bridge.events]
     assert types[0] == "session_start" and "final" in types
+
+
+def test_a_page_without_servers_never_imports_the_mcp_package() -> None:
+    # A fresh interpreter: other tests here import the MCP package.
+    probe = """
+import asyncio, json, sys
+from agent_py.browser import PageSession
+
+class Bridge:
+    def emit(self, event_json): pass
+    def mcpStatus(self, status_json): pass
+
+page = PageSession(Bridge())
+page.set_auth_records(json.dumps({}))
+assert asyncio.run(page.configure_servers("[]")) == "[]"
+assert page.server_statuses() == "[]"
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(("agent_py.mcp", "mcp_types")))))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(out) == []
