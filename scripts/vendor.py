@@ -7,13 +7,17 @@
 
 What it makes (pins live in scripts/vendor-lock.json, downloads in .artifacts/vendor-cache/):
 - web/vendor/<dest>/...        files picked from npm tarballs (`npm pack`, sha512-checked)
-- web/vendor/pyodide/*.whl     PyPI wheels for Pyodide (`pip download`, sha256-checked), the
-                               rpds-py stand-in (scripts/rpds_standin/) and agent_py itself,
-                               both zipped here deterministically
-- web/vendor/pyodide/pyodide-lock.json   a Pyodide lock listing exactly those wheels
+- web/vendor/pyodide/*.whl     the compiled PyPI wheels for Pyodide (pydantic-core)
+- web/vendor/pyodide/agent_py_bundle-*.zip   one archive of every pure-Python wheel (PyPI,
+                               `pip download`, sha256-checked; the rpds-py stand-in from
+                               scripts/rpds_standin/; agent_py itself), compiled to Pyodide's
+                               bytecode by scripts/compile_bundle.mjs: one fetch, one unpack,
+                               no compiling at import in the page
+- web/vendor/pyodide/pyodide-lock.json   a Pyodide lock listing exactly those files
 - web/vendor/manifest.json     path, size and sha256 of every vendored file, for precaching
 
-Stdlib only; it shells out to `npm` and to `python -m pip` (run it with the project's venv).
+Stdlib only; it shells out to `npm`, `node` and `python -m pip` (run it with the project's
+venv).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ CACHE = ROOT / ".artifacts" / "vendor-cache"
 STATE_PATH = CACHE / "state.json"
 MANIFEST_NAME = "manifest.json"
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed timestamp: same sources, same wheel bytes
+BUNDLE_NAME = "agent-py-bundle"
+COMPILE_BUNDLE = ROOT / "scripts" / "compile_bundle.mjs"
 LOCK = json.loads(LOCK_PATH.read_text())  # the pins; --relock rewrites their hashes
 
 
@@ -317,6 +323,37 @@ def build_standin(spec: dict) -> bytes:
     return data
 
 
+def is_pure(file_name: str) -> bool:
+    return file_name.endswith("-none-any.whl")
+
+
+def build_bundle(pure: dict[str, bytes], pyodide_integrity: str) -> tuple[str, str, bytes]:
+    """One archive of the pure wheels, compiled to bytecode by the vendored Pyodide.
+
+    Cached by the wheels' content and the runtime (the bytecode belongs to its interpreter).
+    Returns (version, file name, bytes).
+    """
+    key = hashlib.sha256(pyodide_integrity.encode())
+    for name in sorted(pure):
+        key.update(f"{name}:{sha256_bytes(pure[name])}\n".encode())
+    version = f"1+{key.hexdigest()[:12]}"
+    cached = CACHE / "bundle" / f"{key.hexdigest()}.zip"
+    if not cached.is_file():
+        work = CACHE / "bundle" / "wheels"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        for name, data in pure.items():
+            (work / name).write_bytes(data)
+        tmp = cached.with_name(cached.name + ".tmp")
+        run(["node", str(COMPILE_BUNDLE), str(WHEEL_DIR), str(tmp), *map(str, sorted(work.iterdir()))])
+        os.replace(tmp, cached)
+        shutil.rmtree(work)
+        for old in cached.parent.glob("*.zip"):  # one bundle per agent_py edit: keep the newest
+            if old != cached:
+                old.unlink()
+    return version, f"{BUNDLE_NAME.replace('-', '_')}-{version}.zip", cached.read_bytes()
+
+
 # ---------------------------------------------------------------- lock and manifest
 
 
@@ -420,22 +457,47 @@ def vendor(relock: bool = False) -> dict:
 
     downloaded = fetch_wheels(LOCK["wheels"], relock, hashes)
     WHEEL_DIR.mkdir(parents=True, exist_ok=True)
+    entries: list[dict] = []
+    pure: dict[str, bytes] = {}  # wheel file name -> bytes, for the bundle
+    pure_entries: list[dict] = []
     for spec in LOCK["wheels"]:
+        if is_pure(spec["file"]):
+            pure[spec["file"]] = downloaded[spec["name"]].read_bytes()
+            pure_entries.append(spec)
+            continue
         out = WHEEL_DIR / spec["file"]
         if not hashes.matches(out, spec["sha256"]):
             shutil.copyfile(downloaded[spec["name"]], out)
         outputs.add(out)
+        entries.append(dict(spec))  # a copy: its depends change below, the pin must not
 
-    entries = list(LOCK["wheels"])
     for spec in LOCK["standin_wheels"]:
-        data = build_standin(spec)
-        write_if_changed(WHEEL_DIR / spec["file"], data)
-        outputs.add(WHEEL_DIR / spec["file"])
-        entries.append(spec)
+        pure[spec["file"]] = build_standin(spec)
+        pure_entries.append(spec)
     agent_entry, agent_wheel = build_agent_py()
-    write_if_changed(WHEEL_DIR / agent_entry["file"], agent_wheel)
-    outputs.add(WHEEL_DIR / agent_entry["file"])
-    entries.append(agent_entry)
+    pure[agent_entry["file"]] = agent_wheel
+    pure_entries.append(agent_entry)
+
+    pyodide_pin = next(n for n in LOCK["npm"] if n["package"] == "pyodide")
+    version, bundle_file, bundle = build_bundle(pure, pyodide_pin["integrity"])
+    write_if_changed(WHEEL_DIR / bundle_file, bundle)
+    outputs.add(WHEEL_DIR / bundle_file)
+    inside = {canonical(e["name"]) for e in pure_entries}
+    # The bundle depends on the compiled wheels; their own dependencies on what the bundle
+    # holds are dropped, since a cycle hangs Pyodide's loadPackage (314.0.7).
+    for entry in entries:
+        entry["depends"] = sorted({canonical(d) for d in entry["depends"]} - inside)
+    entries.append(
+        {
+            "name": BUNDLE_NAME,
+            "version": version,
+            "file": bundle_file,
+            "imports": sorted({name for e in pure_entries for name in e["imports"]}),
+            "depends": sorted(
+                {canonical(d) for e in pure_entries for d in e["depends"]} - inside
+            ),
+        }
+    )
 
     lock_path = WHEEL_DIR / "pyodide-lock.json"
     write_if_changed(lock_path, pyodide_lock(entries, hashes))
@@ -455,6 +517,7 @@ def vendor(relock: bool = False) -> dict:
         "seconds": time.perf_counter() - started,
         "stale_removed": len(stale),
         "agent_py": agent_entry["file"],
+        "bundle": bundle_file,
     }
 
 
@@ -473,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(
         f"web/vendor: {summary['files']} files, {summary['bytes'] / 1e6:.1f} MB, "
-        f"{summary['seconds']:.2f} s ({summary['agent_py']}"
+        f"{summary['seconds']:.2f} s ({summary['agent_py']} in {summary['bundle']}"
         + (f", {summary['stale_removed']} stale files removed" if summary["stale_removed"] else "")
         + ")"
     )

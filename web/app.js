@@ -144,6 +144,9 @@ function onWorkerMessage(message) {
       return showProgress(message);
     case "ready":
       return onReady(message);
+    case "warmed":
+      window.agentApp.timings.warm_after_ready_ms = message.ms;
+      return;
     case "event":
       return onAgentEvent(message.event);
     case "token":
@@ -159,6 +162,7 @@ function onWorkerMessage(message) {
       // After every queued event is stored and drawn, so a watcher of lastResult sees them all.
       eventQueue.then(() => {
         window.agentApp.lastCounts = message.counts;
+        window.agentApp.lastStepOverheadMs = message.step_overhead_ms;
         window.agentApp.lastResult = message.result;
         setRunning(false);
       });

@@ -42,6 +42,7 @@ const SHELL_FILES = [
   "style.css",
   "render.js",
   "worker.js",
+  "python-boot.js",
   "sandbox.html",
   "sandbox-host.js",
   "servers.js",

@@ -19,11 +19,13 @@
 // Messages to the UI thread:
 //   {type: "progress", what: "pyodide" | "packages" | "model", progress: 0..1, text}
 //   {type: "ready", engine: {name, label, usable, reason}, gpu, timings}
+//   {type: "warmed", ms}                    after "ready": what the first task imports is in
 //   {type: "event", event}                  an agent event (JSONL history record)
 //   {type: "token", purpose, step, text}    streamed model output
 //   {type: "engine-note", purpose, step, text}   the engine's remark on a call, for the live
 //                                           view (e.g. thinking turned off for a schema call)
-//   {type: "run-finished", result, counts}
+//   {type: "run-finished", result, counts, step_overhead_ms}   step_overhead_ms: per step, the
+//                                           run's time outside the engine (see stepClock)
 //   {type: "sandbox-run", id, code, timeoutMs, outputLimit}
 //   {type: "engine-counts", counts} / {type: "models", prebuilt, cached}
 //   {type: "mcp-status", status}            one MCP server's state: {name, url, state, error,
@@ -31,7 +33,7 @@
 //   {type: "bridge-request", id, request} / {type: "bridge-abort", id}   to the extension
 //   {type: "mcp-authorize" | "mcp-auth-save" | "mcp-elicit", ...}   to the user (user-bridge.js)
 //   {type: "error", message}
-import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
+import { startPython } from "./python-boot.js";
 import { describeEngineError } from "./engines/errors.js";
 import { chooseEngine, detectWebGPU, f32Variant, needsShaderF16 } from "./engines/gpu.js";
 import { createHttpBridge } from "./http-bridge.js";
@@ -49,6 +51,51 @@ const pendingSandbox = new Map();
 let nextSandboxId = 1;
 
 const post = (message) => self.postMessage(message);
+
+// Orchestration time per step of the current run, outside the engine: the steps of a task run
+// together, so the run is cut into one segment per task (the next task starts at its first
+// step_started after a reflection; the first segment includes planning, the last the answer)
+// and each segment's time less the engine's, divided by its steps, is one sample per step.
+// scripts/bench_page.py reports them.
+const stepClock = {
+  engineMs: 0,
+  open: null, // {at, engineMs, steps, ending}
+  samples: [],
+  reset() {
+    this.engineMs = 0;
+    this.samples = [];
+    this.open = { at: performance.now(), engineMs: 0, steps: 0, ending: false };
+  },
+  onEvent(type) {
+    if (!this.open) return;
+    if (type === "reflection") this.open.ending = true;
+    if (type !== "step_started") return;
+    if (this.open.ending) this.close();
+    this.open.steps += 1;
+  },
+  close() {
+    const now = performance.now();
+    const { at, engineMs, steps } = this.open;
+    const perStep = (now - at - (this.engineMs - engineMs)) / steps;
+    if (steps) this.samples.push(...Array(steps).fill(Math.round(perStep * 1000) / 1000));
+    this.open = { at: now, engineMs: this.engineMs, steps: 0, ending: false };
+  },
+  finish() {
+    this.close();
+    this.open = null;
+    return this.samples;
+  },
+};
+// The engine's own time, which stepClock leaves out.
+async function engineTime(work) {
+  const started = performance.now();
+  try {
+    return await work();
+  } finally {
+    stepClock.engineMs += performance.now() - started;
+  }
+}
+
 const ok = (extra = {}) => JSON.stringify({ ok: true, ...extra });
 const failed = (error) => JSON.stringify({ ok: false, error: describeEngineError(error) });
 
@@ -57,7 +104,7 @@ const bridge = {
   async engineReload(model) {
     try {
       post({ type: "progress", what: "model", progress: 0, text: `Loading ${model}…` });
-      await engine.reload(model);
+      await engineTime(() => engine.reload(model));
       post({ type: "progress", what: "model", progress: 1, text: `${model} loaded` });
       return ok();
     } catch (error) {
@@ -67,7 +114,7 @@ const bridge = {
   },
   async engineUnload() {
     try {
-      await engine.unload();
+      await engineTime(() => engine.unload());
       return ok();
     } catch (error) {
       return failed(error);
@@ -86,8 +133,8 @@ const bridge = {
     try {
       const onToken = (text) => post({ type: "token", purpose: call.purpose, step: call.step, text });
       const onNote = (text) => post({ type: "engine-note", purpose: call.purpose, step: call.step, text });
-      const reply = await engine.chat(JSON.parse(messagesJson), call, onToken, onNote);
-      return ok(reply);
+      const messages = JSON.parse(messagesJson);
+      return ok(await engineTime(() => engine.chat(messages, call, onToken, onNote)));
     } catch (error) {
       return failed(error);
     }
@@ -100,7 +147,9 @@ const bridge = {
     });
   },
   emit(eventJson) {
-    post({ type: "event", event: JSON.parse(eventJson) });
+    const event = JSON.parse(eventJson);
+    stepClock.onEvent(event.type);
+    post({ type: "event", event });
   },
 };
 
@@ -200,43 +249,71 @@ async function createWebLLMEngine(gpu, settings) {
   return { engine: webllmEngine, gpu, info: { name: "webllm", label: webllmEngine.label, usable, reason } };
 }
 
+// Python's part of the boot, each import timed: the last expression is the phases as JSON.
+// agent_py.browser imports the MCP package only once a server is configured, and jsonschema
+// at the first tool call (warmed up after "ready", below).
+const PYTHON_BOOT = `
+import json, time
+_phases = {}
+_last = time.perf_counter()
+def _phase(name):
+    global _last
+    now = time.perf_counter()
+    _phases[name] = round((now - _last) * 1000)
+    _last = now
+import pydantic_core; _phase("import_pydantic_core")
+import pydantic; _phase("import_pydantic")
+import pyodide_http
+pyodide_http.patch_all()  # urllib-based code can reach the network through fetch
+import agent_bridge, agent_http, agent_user
+import agent_py.browser; _phase("import_agent_py")
+page = agent_py.browser.PageSession(agent_bridge, http=agent_http, user=agent_user)
+_phase("page_session")
+json.dumps(_phases)
+`;
+
 async function boot({ settings, engine: choice }) {
   settingsNow = settings;
   const t0 = performance.now();
-  const timings = {};
+  const phases = {}; // ms per phase, sent with "ready"; scripts/bench_page.py prints them
+  let last = t0;
+  const phase = (name) => {
+    const now = performance.now();
+    phases[name] = Math.round(now - last);
+    last = now;
+  };
   post({ type: "progress", what: "pyodide", progress: 0.05, text: "Starting Python…" });
-  pyodide = await loadPyodide({ indexURL: PYODIDE_URL, lockFileURL: PYODIDE_URL + "pyodide-lock.json" });
-  timings.pyodide_ms = Math.round(performance.now() - t0);
-  post({ type: "progress", what: "pyodide", progress: 1, text: "Python started" });
-
-  const packages = Object.keys(pyodide.lockfile.packages);
-  let loaded = 0;
-  await pyodide.loadPackage(packages, {
-    messageCallback: (message) => {
-      if (/^Loaded /.test(message)) loaded += 1;
-      post({ type: "progress", what: "packages", progress: Math.min(loaded / packages.length, 1), text: message });
-    },
-    errorCallback: (message) => post({ type: "error", message }),
+  // The engine's module loads while Python starts.
+  const engineReady = createEngine(choice, settings).then((created) => {
+    phases.engine_ready_at = Math.round(performance.now() - t0);
+    return created;
   });
-  post({ type: "progress", what: "packages", progress: 1, text: `${packages.length} packages loaded` });
+  const started = await startPython(PYODIDE_URL);
+  pyodide = started.pyodide;
+  Object.assign(phases, started.phases);
+  last = performance.now();
+  post({ type: "progress", what: "packages", progress: 1, text: "Python and packages loaded" });
 
   pyodide.registerJsModule("agent_bridge", bridge);
   pyodide.registerJsModule("agent_http", httpBridge.api);
   pyodide.registerJsModule("agent_user", userBridge.api);
-  await pyodide.runPythonAsync(`
-import pyodide_http
-pyodide_http.patch_all()  # urllib-based code can reach the network through fetch
-import agent_bridge, agent_http, agent_user
-from agent_py.browser import PageSession
-page = PageSession(agent_bridge, http=agent_http, user=agent_user)
-`);
+  Object.assign(phases, JSON.parse(await pyodide.runPythonAsync(PYTHON_BOOT)));
+  last = performance.now();
   page = pyodide.globals.get("page");
-  const created = await createEngine(choice, settings);
+  const created = await engineReady;
+  phase("engine_wait");
   engine = created.engine;
   engineInfo = created.info;
   await page.configure(JSON.stringify(pythonSettings(settings)));
-  timings.agent_ready_ms = Math.round(performance.now() - t0);
+  phase("configure");
+  const timings = { agent_ready_ms: Math.round(performance.now() - t0), phases };
   post({ type: "ready", engine: engineInfo, gpu: created.gpu, timings });
+
+  // The first task validates tool arguments with jsonschema, which the page does not need to
+  // be ready: it is imported now, while the user types (a run sent meanwhile waits for it).
+  const warming = performance.now();
+  await pyodide.runPythonAsync("import jsonschema.validators");
+  post({ type: "warmed", ms: Math.round(performance.now() - warming) });
 }
 
 // The UI keeps a few settings that only JavaScript uses (model URLs, the engine); Python gets
@@ -258,9 +335,10 @@ async function run({ question }) {
     return;
   }
   running = true;
+  stepClock.reset();
   try {
     const resultJson = await page.run(question);
-    post({ type: "run-finished", result: JSON.parse(resultJson), counts: engine.counts });
+    post({ type: "run-finished", result: JSON.parse(resultJson), counts: engine.counts, step_overhead_ms: stepClock.finish() });
   } catch (error) {
     post({ type: "error", message: `The agent failed: ${error.message || error}` });
     post({ type: "run-finished", result: null, counts: engine.counts });

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -11,12 +12,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_every_lock_entry_matches_its_wheel(vendored: Path) -> None:
+def test_every_lock_entry_matches_its_file(vendored: Path) -> None:
     lock = json.loads((vendored / "pyodide" / "pyodide-lock.json").read_text())
     assert lock["info"]["abi_version"] == "2026_0"
-    assert {"pydantic", "pydantic-core", "jsonschema", "rpds-py", "agent-py"} <= set(
-        lock["packages"]
-    )
+    assert set(lock["packages"]) == {"pydantic-core", "agent-py-bundle"}
+    bundle = lock["packages"]["agent-py-bundle"]
+    assert {"pydantic", "jsonschema", "rpds", "agent_py", "mcp_types"} <= set(bundle["imports"])
+    assert bundle["depends"] == ["pydantic-core"]
     for key, package in lock["packages"].items():
         wheel = vendored / "pyodide" / package["file_name"]
         assert "/" not in package["file_name"], f"{key}: file_name must stay relative to the lock"
@@ -41,6 +43,20 @@ def test_manifest_lists_every_vendored_file(vendored: Path) -> None:
         assert (len(data), hashlib.sha256(data).hexdigest()) == (entry["size"], entry["sha256"])
 
 
+def test_the_bundle_holds_bytecode_of_every_pure_wheel(vendored: Path) -> None:
+    lock = json.loads((vendored / "pyodide" / "pyodide-lock.json").read_text())
+    bundle = vendored / "pyodide" / lock["packages"]["agent-py-bundle"]["file_name"]
+    names = zipfile.ZipFile(bundle).namelist()
+    # Compiled in place of the sources, so the page neither unpacks nor compiles them.
+    assert not [n for n in names if n.endswith(".py")]
+    assert {"agent_py/__init__.pyc", "pydantic/main.pyc", "jsonschema/validators.pyc"} <= set(names)
+    assert "agent_py/prompts/answer_user.md" in names  # data files stay
+    pins = json.loads((ROOT / "scripts" / "vendor-lock.json").read_text())
+    pure = [w for w in pins["wheels"] + pins["standin_wheels"] if "none-any" in w["file"]]
+    dist_infos = {n.split("/")[0].split("-")[0].lower() for n in names if ".dist-info/" in n}
+    assert {w["name"].replace("-", "_").lower() for w in pure} | {"agent_py"} <= dist_infos
+
+
 @pytest.mark.browser
 def test_pyodide_boots_offline_and_imports_every_wheel(
     page, page_url, request_log, browser_settings
@@ -63,8 +79,9 @@ def test_pyodide_boots_offline_and_imports_every_wheel(
         "pyodide_http",
         "agent_py",
     } <= set(report["checks"])
-    # The worker's fetches are in the log (wheels come from the worker), and none left the origin.
+    # The worker's fetches are in the log (packages come from the worker), none left the origin.
     assert any(url.endswith(".whl") for url in request_log.urls), request_log.urls
+    assert any("agent_py_bundle-" in url for url in request_log.urls), request_log.urls
     assert request_log.foreign() == []
     assert request_log.failed == []
     assert request_log.http_errors == []

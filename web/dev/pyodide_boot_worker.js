@@ -1,7 +1,7 @@
-// Module worker: boots Pyodide from web/vendor with our own lock file, loads every wheel the
-// lock lists (no micropip, no network beyond this origin), runs pyodide_boot_checks.py and
-// posts one report: {timings, checks, versions, error?}.
-import { loadPyodide } from "../vendor/pyodide/pyodide.mjs";
+// Module worker: boots Pyodide from web/vendor with our own lock file and every package it
+// lists, as the page's worker does (../python-boot.js; no micropip, no network beyond this
+// origin), runs pyodide_boot_checks.py and posts one report: {timings, checks, versions, error?}.
+import { startPython } from "../python-boot.js";
 
 const PYODIDE_URL = new URL("../vendor/pyodide/", import.meta.url).href;
 const since = (t0) => Math.round(performance.now() - t0);
@@ -10,15 +10,9 @@ async function boot() {
   const t0 = performance.now();
   const timings = {};
   const checksSource = fetch(new URL("./pyodide_boot_checks.py", import.meta.url)).then((r) => r.text());
-  const pyodide = await loadPyodide({
-    indexURL: PYODIDE_URL,
-    lockFileURL: PYODIDE_URL + "pyodide-lock.json",
-  });
-  timings.pyodide_ready_ms = since(t0);
-
-  const packages = Object.keys(pyodide.lockfile.packages);
-  await pyodide.loadPackage(packages, { messageCallback: () => {} });
+  const { pyodide } = await startPython(PYODIDE_URL);
   timings.packages_loaded_ms = since(t0);
+  const packages = Object.keys(pyodide.lockfile.packages);
 
   const result = JSON.parse(await pyodide.runPythonAsync(await checksSource));
   timings.imports_done_ms = since(t0);
