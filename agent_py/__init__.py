@@ -1,6 +1,7 @@
 """agent_py: a local plan-and-execute agent for the browser (Pyodide) and CPython."""
 
 from agent_py.agent import DEFAULT_MODEL, Agent, AgentConfig, RunResult, RunStats, StepRecord
+from agent_py.errors import AgentError, PlanParseError, RunFailure
 from agent_py.events import AgentState, Event, EventType
 from agent_py.history import EventRecorder, FileSink, Hooks, MemorySink, read_history_file
 from agent_py.llm import (
@@ -18,7 +19,7 @@ from agent_py.llm import (
     Usage,
 )
 from agent_py.model_client import ReplyBudgets
-from agent_py.parsing import PlanParseError, parse_plan, parse_rethink
+from agent_py.parsing import parse_plan, parse_rethink
 from agent_py.plan import PlanSchema, PlanShape, StepSchema, TaskSchema, plan_json_schema
 from agent_py.planner import PlanAndRethink
 from agent_py.tools import (
@@ -39,6 +40,7 @@ __all__ = [
     "LLM",
     "Agent",
     "AgentConfig",
+    "AgentError",
     "AgentState",
     "CallInfo",
     "CallPurpose",
@@ -62,6 +64,7 @@ __all__ = [
     "PlanShape",
     "ReplyBudgets",
     "ResidencyPolicy",
+    "RunFailure",
     "RunResult",
     "RunStats",
     "ScriptedLLM",

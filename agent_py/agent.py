@@ -9,12 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agent_py.errors import AgentError
 from agent_py.events import AgentState, EventType
 from agent_py.execution import StepOutcome
 from agent_py.history import EventListener, EventRecorder, HistorySink, Hooks
 from agent_py.llm import (
     LLM,
-    LLMError,
     ManagedLLM,
     ModelRoles,
     ModelStats,
@@ -23,7 +23,7 @@ from agent_py.llm import (
 )
 from agent_py.model_client import ModelClient, ReplyBudgets, TokenListener
 from agent_py.plan import PlanSchema, PlanShape
-from agent_py.planner import PlanAndRethink, PlanRun, RunFailure
+from agent_py.planner import PlanAndRethink, PlanRun
 from agent_py.profiles import Strategy
 from agent_py.tools.base import ToolBase
 from agent_py.tools.registry import ToolRegistry
@@ -180,7 +180,7 @@ class Agent:
                 self._running.uncancel()
             else:
                 cancelled_from_outside = True
-        except (RunFailure, LLMError) as exc:
+        except AgentError as exc:  # a failure we know: its message is for the user
             error = str(exc)
         except Exception as exc:  # a bug of ours: still end the turn with a clear event
             error = f"internal error: {type(exc).__name__}: {exc}"

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agent_py.errors import PromptTooLargeError
 from agent_py.messages import Keep, Message
 
 BYTES_PER_TOKEN = 3
@@ -31,10 +32,6 @@ MESSAGE_OVERHEAD_TOKENS = 8  # role markers and separators of a chat template
 CURRENT_FLOOR_CHARS = 1_200  # a current message is never cut below this (its instruction)
 SYSTEM_FLOOR_CHARS = 1_500  # nor the system prompt (its rules and reply format)
 _CUT_PASSES = 6  # a tokenizer is not linear in characters: re-measure after each cut
-
-
-class PromptTooLargeError(ValueError):
-    """Even cut to its floors, the prompt does not fit the budget."""
 
 
 def estimate_tokens(text: str) -> int:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_py.budget import truncate_middle
+from agent_py.errors import AgentError
 from agent_py.events import EventType
 from agent_py.history import EventRecorder
 from agent_py.llm import CallPurpose, ModelRole
@@ -136,9 +137,9 @@ class StepExecutor:
             if tool is None:
                 raise ToolError(self.registry.unknown_tool_message(step.tool_name))
             await self._call(tool, step, task, question, earlier, memory, step_ids, outcome)
-        except ToolError as exc:
+        except AgentError as exc:  # the one way out of a failed step: its message
             outcome.result = ToolResult(str(exc), is_error=True)
-        except Exception as exc:  # an engine failure inside one step must not sink the others
+        except Exception as exc:  # a bug of ours in one step must not sink the others
             outcome.result = ToolResult(f"{type(exc).__name__}: {exc}", is_error=True)
         outcome.seconds = time.perf_counter() - started
         await self._report(outcome)

@@ -25,6 +25,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_py.budget import estimate_tokens, prompt_tokens
+from agent_py.errors import LLMError as LLMError  # re-exported: part of the model interface
+from agent_py.errors import MemoryPressureError as MemoryPressureError
+from agent_py.errors import ModelNotLoadedError as ModelNotLoadedError
 from agent_py.messages import Message as Message  # part of the model interface
 
 
@@ -107,18 +110,6 @@ class ChatReply(BaseModel):
 
 
 TokenCallback = Callable[[str], None]
-
-
-class LLMError(Exception):
-    """An engine failed; the message is meant for the user."""
-
-
-class ModelNotLoadedError(LLMError):
-    pass
-
-
-class MemoryPressureError(LLMError):
-    """The engine ran out of (GPU) memory; the call may succeed after an unload and reload."""
 
 
 class LLM(ABC):

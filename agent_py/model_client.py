@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agent_py.budget import PromptTooLargeError, fit_messages
+from agent_py.budget import fit_messages
+from agent_py.errors import PromptTooLargeError
 from agent_py.events import EventType
 from agent_py.grammar import compact_grammar
 from agent_py.history import EventRecorder

@@ -15,23 +15,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent_py.errors import PlanParseError, ReplyParseError
 from agent_py.plan import PlanSchema
 
 _THINK_LEAD = re.compile(r"\s*<think>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)(?:```|$)", re.DOTALL)
-
-
-class ReplyParseError(ValueError):
-    """A reply could not be read; ``reason`` says why, in words a model can act on."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class PlanParseError(ReplyParseError):
-    pass
 
 
 def split_thinking(text: str) -> tuple[str, str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from agent_py.answer_checks import unusable_answer
 from agent_py.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, prompt_tokens
+from agent_py.errors import PlanParseError, ReplyParseError, RunFailure
 from agent_py.events import AgentState, EventType
 from agent_py.execution import (
     CallMemory,
@@ -28,8 +29,6 @@ from agent_py.llm import CallPurpose, ModelRole, Sampling
 from agent_py.messages import Keep, Message
 from agent_py.model_client import ModelClient
 from agent_py.parsing import (
-    PlanParseError,
-    ReplyParseError,
     RethinkDecision,
     RethinkStatus,
     parse_plan,
@@ -50,10 +49,6 @@ from agent_py.tools.registry import ToolRegistry
 
 DIGEST_MARGIN_TOKENS = 64  # the digest's own framing lines, estimated on the safe side
 DIGEST_FLOOR_CHARS = 240  # results get at least this much, even in a full window
-
-
-class RunFailure(Exception):
-    """The run cannot go on; the message says why, for the user."""
 
 
 @dataclass

@@ -19,15 +19,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
+from agent_py.errors import SetupError as SetupError  # what the terminal commands catch
 from agent_py.events import Event, EventType
 from agent_py.web_server import start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 EXIT_OK, EXIT_FAILED, EXIT_SETUP = 0, 1, 2
-
-
-class SetupError(Exception):
-    """Something the command needs is missing; the message says how to get it."""
 
 
 def load_browser_config() -> ModuleType:

@@ -8,15 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent_py.errors import ToolError as ToolError  # tools raise it: part of their API
+
 if TYPE_CHECKING:
     from agent_py.model_client import ModelClient
 
 JSONSchema = dict[str, Any]
 ProgressCallback = Callable[[str, dict[str, Any]], None]
-
-
-class ToolError(Exception):
-    """A tool failed; the message is shown to the model and the user as the observation."""
 
 
 @dataclass

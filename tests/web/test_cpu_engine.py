@@ -328,6 +328,9 @@ def test_unload_then_reload_counts_and_clear_errors(cpu: CPUHarness) -> None:
         cpu.chat([{"role": "user", "content": "Hi"}], max_tokens=2)
     with pytest.raises(Exception, match='not "Qwen3-4B-q4f16_1-MLC"'):
         cpu.call("() => cpu.reload('Qwen3-4B-q4f16_1-MLC')")
+    # Its errors carry their kind (read by errors.js), not a name to match by prefix.
+    refused = "() => cpu.reload('Qwen3-4B-q4f16_1-MLC').then(() => null, e => [e.name, e.kind])"
+    assert cpu.call(refused) == ["EngineError", "config"]
     with pytest.raises(Exception, match=r"could not load the model from http://.*/missing\.gguf"):
         cpu.call("() => cpu.reload('/models/missing.gguf')")
     loaded = cpu.call("() => cpu.reload()")  # no id: the engine's default model

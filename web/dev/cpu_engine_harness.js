@@ -60,6 +60,6 @@ self.onmessage = async ({ data: { id, method, args = [] } }) => {
     const result = await methods[method]({ id }, ...args);
     self.postMessage({ id, result: result ?? null });
   } catch (error) {
-    self.postMessage({ id, error: { name: error?.name || "Error", message: String(error?.message || error) } });
+    self.postMessage({ id, error: { name: error?.name || "Error", kind: error?.kind, message: String(error?.message || error) } });
   }
 };

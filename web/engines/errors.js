@@ -11,10 +11,13 @@ const BY_NAME = {
   ContextWindowSizeExceededError: ["context", "The prompt is longer than the model's context window. Raise the context window in Settings."],
 };
 
-/** An error our engines raise with its words already written (kind and message kept as given). */
+/**
+ * An error our engines raise with its words already written (kind and message kept as given).
+ * Every engine error of ours is one of these: describeEngineError reads the kind, never a name.
+ */
 export class EngineError extends Error {
-  constructor(kind, message) {
-    super(message);
+  constructor(kind, message, options = undefined) {
+    super(message, options);
     this.name = "EngineError";
     this.kind = kind;
   }
@@ -25,10 +28,6 @@ export function describeEngineError(error) {
   const name = (error && (error.name || error.constructor?.name)) || "Error";
   const raw = String((error && error.message) || error);
   if (error instanceof EngineError || name === "EngineError") return { kind: error.kind || "engine", message: raw };
-  if (name.startsWith("CPU")) {
-    // The CPU engine's own errors are already written for people; keep them as they are.
-    return { kind: /memory/i.test(raw) ? "memory" : "engine", message: raw };
-  }
   if (BY_NAME[name]) {
     const [kind, message] = BY_NAME[name];
     return { kind, message };

@@ -20,6 +20,7 @@
 // web/vendor, the GGUF from web/models or the given URL, which wllama then keeps in the
 // origin's storage (OPFS) and never downloads again.
 import { Wllama } from "../vendor/wllama/index.js";
+import { EngineError } from "./errors.js";
 
 export const BUNDLED_CPU_MODELS = ["gemma3-270m-q4_k_m", "smollm2-135m-instruct-q4_1"];
 // The default is chosen by the real-task suite (README: SmolLM2 scored higher, and is faster).
@@ -114,12 +115,10 @@ export class WllamaEngine {
       }
     }
     if (!url || !["http:", "https:", "blob:"].includes(url.protocol)) {
-      throw Object.assign(
-        new Error(
-          `The CPU engine runs ${BUNDLED_CPU_MODELS.map((id) => `"${id}"`).join(", ")} or a GGUF file ` +
-            `given by its URL, not "${model}". Choose the CPU model in Settings.`,
-        ),
-        { name: "CPUModelNotFoundError" },
+      throw new EngineError(
+        "config",
+        `The CPU engine runs ${BUNDLED_CPU_MODELS.map((id) => `"${id}"`).join(", ")} or a GGUF file ` +
+          `given by its URL, not "${model}". Choose the CPU model in Settings.`,
       );
     }
     return url.href;
@@ -128,7 +127,7 @@ export class WllamaEngine {
   async reload(model) {
     const url = this.urlOf(model);
     const info = cpuEngineInfo();
-    if (!info.usable) throw Object.assign(new Error(info.reason), { name: "CPUEngineUnsupportedError" });
+    if (!info.usable) throw new EngineError("engine", info.reason);
     await this.exit(); // like WebLLM's reload: whatever was loaded goes first
     const name = model || DEFAULT_CPU_MODEL;
     const progress = (value, text) => this.options.onProgress?.({ progress: value, text });
@@ -428,21 +427,18 @@ function loadError(url, error, isBundled) {
       ? " The model file is not on the server: run `python scripts/fetch_model.py` once."
       : " Check the model URL.";
   }
-  return Object.assign(new Error(`The CPU engine could not load the model from ${url}: ${raw}.${hint}`), {
-    name: "CPUEngineLoadError",
-    cause: error,
-  });
+  const message = `The CPU engine could not load the model from ${url}: ${raw}.${hint}`;
+  return new EngineError(/memory/i.test(raw) ? "memory" : "engine", message, { cause: error });
 }
 
 function chatError(error) {
   const raw = String(error?.message || error);
   if (error?.name === "RuntimeError" || /crashed/i.test(raw)) {
-    return Object.assign(new Error(`The CPU engine crashed while generating (${raw}). Load the model again.`), {
-      name: "CPUEngineCrashError",
-      cause: error,
-    });
+    const message = `The CPU engine crashed while generating (${raw}). Load the model again.`;
+    return new EngineError(/memory/i.test(raw) ? "memory" : "engine", message, { cause: error });
   }
-  return Object.assign(new Error(`The CPU engine failed while generating: ${raw}`), { cause: error });
+  const kind = /out of memory|allocation failed/i.test(raw) ? "memory" : "engine";
+  return new EngineError(kind, `The CPU engine failed while generating: ${raw}`, { cause: error });
 }
 
 // wllama logs every step at debug level; keep its warnings and errors.
