@@ -345,7 +345,8 @@ def build_bundle(pure: dict[str, bytes], pyodide_integrity: str) -> tuple[str, s
         for name, data in pure.items():
             (work / name).write_bytes(data)
         tmp = cached.with_name(cached.name + ".tmp")
-        run(["node", str(COMPILE_BUNDLE), str(WHEEL_DIR), str(tmp), *map(str, sorted(work.iterdir()))])
+        wheels = [str(path) for path in sorted(work.iterdir())]
+        run(["node", str(COMPILE_BUNDLE), str(WHEEL_DIR), str(tmp), *wheels])
         os.replace(tmp, cached)
         shutil.rmtree(work)
         for old in cached.parent.glob("*.zip"):  # one bundle per agent_py edit: keep the newest
