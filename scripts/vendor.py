@@ -494,9 +494,7 @@ def vendor(relock: bool = False) -> dict:
             "version": version,
             "file": bundle_file,
             "imports": sorted({name for e in pure_entries for name in e["imports"]}),
-            "depends": sorted(
-                {canonical(d) for e in pure_entries for d in e["depends"]} - inside
-            ),
+            "depends": sorted({canonical(d) for e in pure_entries for d in e["depends"]} - inside),
         }
     )
 
