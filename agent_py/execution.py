@@ -165,7 +165,7 @@ class StepExecutor:
             self.recorder.emit(EventType.STEP_PROGRESS, message, step=step.step_id, **meta)
 
         ctx = ToolContext(
-            llm=self.model,
+            model=self.model,
             step_id=step.step_id,
             thinking=self.model.thinking,
             report_progress=report_progress,

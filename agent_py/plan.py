@@ -22,12 +22,13 @@ MAX_TEXT_CHARS = 300
 MAX_INPUT_CHARS = 400
 
 
-class _Strict(BaseModel):
-    # Models write ids as numbers now and then; accept them as text.
+class _Tolerant(BaseModel):
+    """Tolerant of what models write: ids as numbers (kept as text), unknown keys (dropped)."""
+
     model_config = ConfigDict(coerce_numbers_to_str=True, extra="ignore")
 
 
-class StepSchema(_Strict):
+class StepSchema(_Tolerant):
     step_id: str = Field(min_length=1)
     step_goal: str
     tool_name: str = Field(min_length=1)
@@ -39,13 +40,13 @@ class StepSchema(_Strict):
     asks for it instead of an arguments object."""
 
 
-class TaskSchema(_Strict):
+class TaskSchema(_Tolerant):
     task_id: str = Field(min_length=1)
     task_goal: str
     steps: list[StepSchema] = Field(min_length=1)
 
 
-class PlanSchema(_Strict):
+class PlanSchema(_Tolerant):
     tasks: list[TaskSchema] = Field(min_length=1)
 
     @model_validator(mode="after")

@@ -43,7 +43,7 @@ class ToolResult:
 class ToolContext:
     """What a running tool may use besides its arguments."""
 
-    llm: ModelClient
+    model: ModelClient
     """Ask the model (budget-fitted, recorded); only tools with uses_model need it."""
     step_id: str | None = None
     thinking: bool = False

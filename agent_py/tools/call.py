@@ -249,12 +249,12 @@ class ToolCall:
                 ),
             },
         ]
-        reply = await self.ctx.llm.ask(
+        reply = await self.ctx.model.ask(
             messages,
             CallPurpose.ARGUMENTS,
             tool=self.tool.name,
             step=self.ctx.step_id,
-            sampling=self.ctx.llm.sampling,  # code copies the question's values: no DRY
+            sampling=self.ctx.model.sampling,  # code copies the question's values: no DRY
         )
         code = fenced_block(reply)
         if not code:
@@ -311,7 +311,7 @@ class ToolCall:
         return run.result()
 
     async def _ask(self, messages: list[Message]) -> str:
-        return await self.ctx.llm.ask(
+        return await self.ctx.model.ask(
             messages,
             CallPurpose.ARGUMENTS,
             schema=self.tool.input_schema,

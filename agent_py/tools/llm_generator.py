@@ -37,7 +37,7 @@ class LLMGenerator(ToolBase):
             {"role": "system", "content": system},
             {"role": "user", "content": instruction},
         ]
-        text = await ctx.llm.ask(messages, CallPurpose.GENERATE, tool=self.name, step=ctx.step_id)
+        text = await ctx.model.ask(messages, CallPurpose.GENERATE, tool=self.name, step=ctx.step_id)
         if not text.strip():
             raise ToolError("the model returned no text")
         if echoes_instructions(text, [system], allowed=instruction):

@@ -100,7 +100,7 @@ async def test_code_without_return_gives_its_last_expression_as_a_console_does(
     from agent_py.tools.base import ToolContext
 
     tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
-    result = await tool.run({"code": code}, ToolContext(llm=None))  # type: ignore[arg-type]
+    result = await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
     assert result.data == value
 
 
@@ -109,4 +109,4 @@ async def test_code_that_returns_and_prints_nothing_fails_its_step() -> None:
 
     tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
     with pytest.raises(ToolError, match="returned nothing and printed nothing"):
-        await tool.run({"code": "return "}, ToolContext(llm=None))  # type: ignore[arg-type]
+        await tool.run({"code": "return "}, ToolContext(model=None))  # type: ignore[arg-type]

@@ -35,7 +35,7 @@ def context(progress: list[tuple[str, dict[str, Any]]] | None = None) -> ToolCon
         if progress is not None:
             progress.append((message, meta))
 
-    return ToolContext(llm=cast(Any, None), report_progress=report)
+    return ToolContext(model=cast(Any, None), report_progress=report)
 
 
 def tool_named(host: MCPClientHost, name: str) -> MCPTool:
