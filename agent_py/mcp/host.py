@@ -2,7 +2,7 @@
 
 :class:`MCPClientHost` keeps one :class:`~agent_py.mcp.client.MCPClient` per configured
 server, reports each server's state as :class:`MCPServerStatus`, and offers every tool
-of every connected server as an :class:`MCPTool` named ``<server>__<tool>``, so two
+of every connected server as an :class:`MCPToolCall` named ``<server>__<tool>``, so two
 servers can both have ``search``. A server that fails is reported as such; the others
 carry on.
 """
@@ -139,7 +139,7 @@ def namespaced_tool_name(server: str, tool: str) -> str:
     return f"{server}__{safe[:room]}_{digest}"
 
 
-class MCPTool(ToolBase):
+class MCPToolCall(ToolBase):
     """One tool of one MCP server, as the agent sees it."""
 
     def __init__(self, *, server: str, tool: Tool, client: MCPClient, call_timeout_s: float):
@@ -174,16 +174,12 @@ class MCPTool(ToolBase):
         return ToolResult(content=text, data=data, is_error=result.is_error, meta=meta)
 
 
-MCPToolCall = MCPTool
-"""The design's name for an MCP tool invocation wrapper: the same class."""
-
-
 @dataclass(eq=False)
 class _Server:
     config: MCPServerConfig
     status: MCPServerStatus
     client: MCPClient | None = None
-    tools: list[MCPTool] = field(default_factory=list)
+    tools: list[MCPToolCall] = field(default_factory=list)
 
 
 class MCPClientHost:
@@ -245,7 +241,7 @@ class MCPClientHost:
     def statuses(self) -> list[MCPServerStatus]:
         return [entry.status for entry in self._servers.values()]
 
-    def tools(self) -> list[MCPTool]:
+    def tools(self) -> list[MCPToolCall]:
         """The tools of every connected server."""
         return [tool for entry in self._servers.values() for tool in entry.tools]
 
@@ -313,7 +309,9 @@ class MCPClientHost:
         timeout_s = entry.config.timeout_s
         left_out = [f"{t.name}: {why}" for t in tools if (why := unusable_reason(t)) is not None]
         entry.tools = [
-            MCPTool(server=entry.config.name, tool=tool, client=client, call_timeout_s=timeout_s)
+            MCPToolCall(
+                server=entry.config.name, tool=tool, client=client, call_timeout_s=timeout_s
+            )
             for tool in tools
             if unusable_reason(tool) is None
         ]
