@@ -2,7 +2,8 @@
 
 The agent worker registers a JavaScript object (``web/http-bridge.js``, as the Pyodide
 module ``agent_http``) whose methods take and return JSON strings, so no JS proxy outlives
-a call:
+a call. The JSON is typed here (:class:`BridgeRequest`, :class:`StartReply`,
+:class:`ReadReply`):
 
 ``start(request_json)`` -> ``{"ok": true, "id", "status", "headers"}`` or ``{"ok": false,
 "error": {"kind", "message"}}``
@@ -26,10 +27,11 @@ from __future__ import annotations
 import base64
 import binascii
 import itertools
-import json
 from collections.abc import AsyncIterator, Awaitable, Mapping
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent_py.mcp.errors import MCPConfigError, MCPConnectionError, MCPTimeoutError
 from agent_py.mcp.host import MCPServerConfig, TransportFactory
@@ -58,21 +60,55 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def _reply(raw: object, what: str) -> dict[str, Any]:
+class BridgeFailure(BaseModel):
+    """Why a bridge request failed: a kind the transport reacts to, and words."""
+
+    kind: str = "network"
+    message: str = "the request failed"
+
+
+class BridgeRequest(BaseModel):
+    """What ``start`` is given (``web/http-bridge.js`` reads the same names)."""
+
+    id: int
+    mode: BrowserMode
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: str | None
+    """base64, or None for no body."""
+    timeout_ms: int | None
+
+
+class StartReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    ok: bool = True
+    status: int = 0
+    headers: dict[str, str] = {}
+    error: BridgeFailure = BridgeFailure()
+
+
+class ReadReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    ok: bool = True
+    chunk: str = ""
+    """base64"""
+    done: bool = False
+    error: BridgeFailure = BridgeFailure()
+
+
+_Reply = TypeVar("_Reply", StartReply, ReadReply)
+
+
+def _reply(raw: object, shape: type[_Reply], what: str) -> _Reply:
     try:
-        reply = json.loads(str(raw))
-    except ValueError:
-        reply = None
-    if not isinstance(reply, dict):
-        raise MCPConnectionError(f"The page's HTTP bridge sent an unreadable reply to {what}.")
-    return reply
-
-
-def _error(reply: Mapping[str, Any]) -> tuple[str, str]:
-    error = reply.get("error")
-    if not isinstance(error, dict):
-        return "network", "the request failed"
-    return str(error.get("kind") or "network"), str(error.get("message") or "the request failed")
+        return shape.model_validate_json(str(raw))
+    except ValidationError:
+        raise MCPConnectionError(
+            f"The page's HTTP bridge sent an unreadable reply to {what}."
+        ) from None
 
 
 class BrowserResponse(HTTPResponse):
@@ -91,19 +127,18 @@ class BrowserResponse(HTTPResponse):
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
             while not self._finished:
-                reply = _reply(await self._http.read(self._id), "a body read")
-                if reply.get("ok") is False:
+                reply = _reply(await self._http.read(self._id), ReadReply, "a body read")
+                if not reply.ok:
                     self._finished = True
-                    _, message = _error(reply)
                     raise MCPConnectionError(
                         f"The connection to {origin_of(self._url)} broke while reading the "
-                        f"answer: {message}"
+                        f"answer: {reply.error.message}"
                     )
-                if reply.get("done"):
+                if reply.done:
                     self._finished = True
                     return
                 try:
-                    chunk = base64.b64decode(str(reply.get("chunk") or ""), validate=True)
+                    chunk = base64.b64decode(reply.chunk, validate=True)
                 except binascii.Error as error:
                     raise MCPConnectionError(
                         "The page's HTTP bridge sent a body chunk that is not base64."
@@ -152,31 +187,24 @@ class BrowserTransport(HTTPTransport):
         timeout_s: float | None,
     ) -> HTTPResponse:
         request_id = next(_request_ids)
-        request = {
-            "id": request_id,
-            "mode": self._mode,
-            "method": method,
-            "url": url,
-            "headers": dict(headers),
-            "body": base64.b64encode(body).decode("ascii") if body is not None else None,
-            "timeout_ms": None if timeout_s is None else max(1, round(timeout_s * 1000)),
-        }
+        request = BridgeRequest(
+            id=request_id,
+            mode=self._mode,
+            method=method,
+            url=url,
+            headers=dict(headers),
+            body=base64.b64encode(body).decode("ascii") if body is not None else None,
+            timeout_ms=None if timeout_s is None else max(1, round(timeout_s * 1000)),
+        )
         try:
-            raw = await self._http.start(json.dumps(request))
+            raw = await self._http.start(request.model_dump_json())
         except BaseException:
             self._http.abort(request_id)  # cancelled while waiting for the headers
             raise
-        reply = _reply(raw, f"a request to {origin_of(url)}")
-        if reply.get("ok") is False:
-            raise self._failure(url, timeout_s, *_error(reply))
-        raw_headers = reply.get("headers")
-        return BrowserResponse(
-            self._http,
-            request_id,
-            int(reply.get("status") or 0),
-            raw_headers if isinstance(raw_headers, dict) else {},
-            url,
-        )
+        reply = _reply(raw, StartReply, f"a request to {origin_of(url)}")
+        if not reply.ok:
+            raise self._failure(url, timeout_s, reply.error.kind, reply.error.message)
+        return BrowserResponse(self._http, request_id, reply.status, reply.headers, url)
 
     def _label(self) -> str:
         if self._server:
