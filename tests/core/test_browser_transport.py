@@ -359,3 +359,41 @@ async def test_removed_servers_take_their_tools_out_of_the_next_run() -> None:
     assert second["steps"][0]["output"].startswith("unknown tool calc__add")
     assert json.loads(page.server_statuses()) == []
     await page.close()
+
+
+class GarbledHttp:
+    """A bridge object whose replies are JSON of the wrong shape."""
+
+    def __init__(self, start_reply: str) -> None:
+        self.start_reply = start_reply
+        self.aborted: list[int] = []
+
+    async def start(self, request_json: str) -> str:
+        return self.start_reply
+
+    async def read(self, request_id: int) -> str:
+        return '{"ok": true, "chunk": 42}'
+
+    def abort(self, request_id: int) -> None:
+        self.aborted.append(request_id)
+
+
+@pytest.mark.parametrize(
+    "start_reply",
+    ['{"ok": true, "status": "two hundred"}', '{"ok": true, "headers": ["a"]}', "[]", "not json"],
+)
+async def test_a_bridge_reply_of_the_wrong_shape_is_an_unreadable_reply(start_reply: str) -> None:
+    transport = BrowserTransport(GarbledHttp(start_reply), "fetch", url=URL)  # type: ignore[arg-type]
+
+    with pytest.raises(MCPConnectionError, match="sent an unreadable reply to a request"):
+        await transport.send("POST", URL, {}, b"{}", 5)
+
+
+async def test_a_body_chunk_of_the_wrong_shape_is_an_unreadable_reply() -> None:
+    http = GarbledHttp('{"ok": true, "status": 200, "headers": {}}')
+    response = await BrowserTransport(http, "fetch", url=URL).send("GET", URL, {}, None, 5)  # type: ignore[arg-type]
+
+    with pytest.raises(MCPConnectionError, match="unreadable reply to a body read"):
+        async for _ in response.chunks():
+            pass
+    assert len(http.aborted) == 1  # the request is released, not left open
