@@ -352,7 +352,23 @@ def build_bundle(pure: dict[str, bytes], pyodide_integrity: str) -> tuple[str, s
         for old in cached.parent.glob("*.zip"):  # one bundle per agent_py edit: keep the newest
             if old != cached:
                 old.unlink()
-    return version, f"{BUNDLE_NAME.replace('-', '_')}-{version}.zip", cached.read_bytes()
+    data = cached.read_bytes()
+    check_no_pydantic_plugin(data)
+    return version, f"{BUNDLE_NAME.replace('-', '_')}-{version}.zip", data
+
+
+def check_no_pydantic_plugin(bundle: bytes) -> None:
+    """web/python-boot.js turns pydantic's plugin search off (it reads every package's metadata
+    at start); that is right only while no package we ship registers a plugin."""
+    with zipfile.ZipFile(io.BytesIO(bundle)) as archive:
+        for name in archive.namelist():
+            if name.endswith(".dist-info/entry_points.txt"):
+                groups = re.findall(r"^\[([^\]]+)\]", archive.read(name).decode(), re.M)
+                if "pydantic" in groups:
+                    raise VendorError(
+                        f"{name} registers a pydantic plugin, which the page would not load: "
+                        "drop PYDANTIC_DISABLE_PLUGINS in web/python-boot.js"
+                    )
 
 
 # ---------------------------------------------------------------- lock and manifest

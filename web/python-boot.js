@@ -12,6 +12,10 @@ import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
 
 export const BUNDLE_NAME = "agent-py-bundle"; // scripts/vendor.py's BUNDLE_NAME
 const BUNDLE_PATH = "/lib/agent_py_bundle.zip";
+// No package we ship registers a pydantic plugin; without this switch pydantic looks for one
+// by reading every package's metadata at its first model (the email package and more: about
+// 150 ms in Pyodide). scripts/vendor.py checks that none does.
+const PYTHON_ENV = { PYDANTIC_DISABLE_PLUGINS: "__all__" };
 
 function hexToBase64(hex) {
   return btoa(String.fromCharCode(...hex.match(/../g).map((byte) => parseInt(byte, 16))));
@@ -37,6 +41,7 @@ export async function startPython(indexURL) {
     indexURL,
     lockFileContents: lock,
     packageBaseUrl: indexURL,
+    env: PYTHON_ENV,
     packages: Object.keys(lock.packages).filter((name) => name !== BUNDLE_NAME),
   });
   phases.pyodide_and_wheels = Math.round(performance.now() - t0);
