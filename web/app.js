@@ -40,6 +40,9 @@ let running = false;
 let stopTimer = null;
 let storeFailed = false;
 let eventQueue = Promise.resolve();
+// Settled when the first worker has booted (or failed to): the offline copy waits for it.
+let firstBootSettled;
+const firstBoot = new Promise((resolve) => { firstBootSettled = resolve; });
 const waiters = new Map(); // message type -> resolve, for the test hooks below
 
 function loadSettings() {
@@ -127,6 +130,7 @@ function startWorker() {
   worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
   worker.onmessage = (message) => onWorkerMessage(message.data);
   worker.onerror = (event) => {
+    firstBootSettled();
     setStatus("Failed to start");
     showError(`The agent worker failed: ${event.message || "unknown error"}`);
   };
@@ -181,7 +185,10 @@ function onWorkerMessage(message) {
       return relay.abort(message.id);
     case "error":
       showError(message.message);
-      if (!ready) setStatus("Failed to start");
+      if (!ready) {
+        setStatus("Failed to start");
+        firstBootSettled();
+      }
       return;
     default:
       return;
@@ -203,6 +210,7 @@ function showProgress({ what, progress, text }) {
 
 function onReady({ engine, timings }) {
   ready = true;
+  firstBootSettled();
   window.agentApp.timings = timings;
   window.agentApp.engine = engine;
   $("progress-python").value = 1;
@@ -407,8 +415,11 @@ async function main() {
   }
 
   // Offline use needs the service worker; the page works without it while online, so a
-  // failure here is reported but never blocks the agent.
-  import("./sw-register.js")
+  // failure here is reported but never blocks the agent. It is registered once the agent has
+  // booted: a first visit's precaching (tens of MB, each file hashed) would otherwise take
+  // the CPU from the boot.
+  firstBoot
+    .then(() => import("./sw-register.js"))
     .then(({ registerServiceWorker }) => registerServiceWorker())
     .then(() => { document.body.dataset.offline = "ready"; })
     .catch((error) => console.warn("service worker not registered:", error));
