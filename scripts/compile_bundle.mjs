@@ -1,19 +1,22 @@
-// Compiles pure-Python wheels to Pyodide bytecode, for scripts/vendor.py.
+// Compiles Python for Pyodide at set-up, in the vendored Pyodide itself (so the bytecode is
+// exactly what the page's interpreter reads), for scripts/vendor.py:
 //
-//   node scripts/compile_bundle.mjs <web/vendor/pyodide dir> <out.zip> <wheel>...
+//   node scripts/compile_bundle.mjs <web/vendor/pyodide dir> bundle <out.zip> <wheel>...
+//   node scripts/compile_bundle.mjs <web/vendor/pyodide dir> stdlib <out.zip>
 //
-// Unpacks every wheel into one tree inside the vendored Pyodide itself (so the bytecode is
-// exactly what the page's interpreter reads) and replaces each .py with its .pyc, as Pyodide's
-// own packages do: the page then imports without compiling, and unpacks half the bytes.
-// Unchecked-hash .pyc (PEP 552) carry no file times, so the same wheels give the same bytes;
-// the zip has sorted entries and a fixed timestamp. Data files and dist-info folders stay.
+// bundle: unpacks every wheel into one tree and replaces each .py with its .pyc, as Pyodide's
+// own packages do: the page imports without compiling, from half the bytes.
+// stdlib: the runtime's python_stdlib.zip (sources only) with a .pyc beside each .py; Pyodide
+// compiled every module it imports, its own start included, at every start.
+// The .pyc are unchecked-hash (PEP 552): no file times, so the same input gives the same bytes;
+// zips have sorted entries and a fixed timestamp. Data files and dist-info folders stay.
 import { readFileSync, writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { basename, resolve } from "node:path";
 
-const [pyodideDir, outPath, ...wheels] = process.argv.slice(2);
-if (!pyodideDir || !outPath || !wheels.length) {
-  console.error("usage: node scripts/compile_bundle.mjs <pyodide dir> <out.zip> <wheel>...");
+const [pyodideDir, mode, outPath, ...wheels] = process.argv.slice(2);
+if (!pyodideDir || !outPath || !["bundle", "stdlib"].includes(mode) || (mode === "bundle" && !wheels.length)) {
+  console.error("usage: node scripts/compile_bundle.mjs <pyodide dir> bundle <out.zip> <wheel>... | stdlib <out.zip>");
   process.exit(2);
 }
 const indexURL = resolve(pyodideDir) + "/";
@@ -26,31 +29,41 @@ const pyodide = await loadPyodide({ indexURL, lockFileContents, packageBaseUrl: 
 pyodide.FS.mkdirTree("/wheels");
 for (const wheel of wheels) pyodide.FS.writeFile(`/wheels/${basename(wheel)}`, readFileSync(wheel));
 pyodide.runPython(`
-import compileall, os, py_compile, zipfile
+import importlib.util, marshal, os, zipfile
 
-TREE = "/bundle"
-for name in sorted(os.listdir("/wheels")):
-    with zipfile.ZipFile(f"/wheels/{name}") as wheel:
-        wheel.extractall(TREE)
-if not compileall.compile_dir(
-    TREE, quiet=1, legacy=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH
-):
-    raise SystemExit("some modules did not compile")
-for folder, _, files in os.walk(TREE):
-    for f in files:
-        if f.endswith(".py") and f + "c" in files:
-            os.remove(os.path.join(folder, f))
-paths = sorted(
-    os.path.relpath(os.path.join(folder, f), TREE)
-    for folder, _, files in os.walk(TREE)
-    for f in files
-)
-with zipfile.ZipFile("/bundle.zip", "w", zipfile.ZIP_DEFLATED) as out:
-    for path in paths:
-        info = zipfile.ZipInfo(path, (1980, 1, 1, 0, 0, 0))
-        info.external_attr = 0o644 << 16
-        info.compress_type = zipfile.ZIP_DEFLATED
-        with open(os.path.join(TREE, path), "rb") as f:
-            out.writestr(info, f.read())
+def pyc(source, filename):
+    code = compile(source, filename, "exec", dont_inherit=True)
+    unchecked_hash = (1).to_bytes(4, "little")
+    return importlib.util.MAGIC_NUMBER + unchecked_hash + importlib.util.source_hash(source) + marshal.dumps(code)
+
+def write_zip(path, files):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+        for name in sorted(files):
+            info = zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            out.writestr(info, files[name])
+
+files = {}
+if ${JSON.stringify(mode)} == "bundle":
+    for name in sorted(os.listdir("/wheels")):
+        with zipfile.ZipFile(f"/wheels/{name}") as wheel:
+            for entry in wheel.namelist():
+                data = wheel.read(entry)
+                if entry.endswith(".py"):
+                    files[entry + "c"] = pyc(data, entry)
+                else:
+                    files[entry] = data
+else:
+    import sys
+
+    stdlib = f"/lib/python{sys.version_info.major}{sys.version_info.minor}.zip"
+    with zipfile.ZipFile(stdlib) as source:
+        for entry in source.namelist():
+            data = source.read(entry)
+            files[entry] = data
+            if entry.endswith(".py"):
+                files[entry + "c"] = pyc(data, f"{stdlib}/{entry}")
+write_zip("/out.zip", files)
 `);
-writeFileSync(outPath, pyodide.FS.readFile("/bundle.zip"));
+writeFileSync(outPath, pyodide.FS.readFile("/out.zip"));

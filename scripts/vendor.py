@@ -13,6 +13,8 @@ What it makes (pins live in scripts/vendor-lock.json, downloads in .artifacts/ve
                                scripts/rpds_standin/; agent_py itself), compiled to Pyodide's
                                bytecode by scripts/compile_bundle.mjs: one fetch, one unpack,
                                no compiling at import in the page
+- web/vendor/pyodide/python_stdlib_compiled.zip   Pyodide's standard library (sources only
+                               upstream) with the bytecode of each module beside it
 - web/vendor/pyodide/pyodide-lock.json   a Pyodide lock listing exactly those files
 - web/vendor/manifest.json     path, size and sha256 of every vendored file, for precaching
 
@@ -49,6 +51,7 @@ STATE_PATH = CACHE / "state.json"
 MANIFEST_NAME = "manifest.json"
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed timestamp: same sources, same wheel bytes
 BUNDLE_NAME = "agent-py-bundle"
+COMPILED_STDLIB = "python_stdlib_compiled.zip"  # web/python-boot.js loads it
 COMPILE_BUNDLE = ROOT / "scripts" / "compile_bundle.mjs"
 LOCK = json.loads(LOCK_PATH.read_text())  # the pins; --relock rewrites their hashes
 
@@ -333,7 +336,7 @@ def build_bundle(pure: dict[str, bytes], pyodide_integrity: str) -> tuple[str, s
     Cached by the wheels' content and the runtime (the bytecode belongs to its interpreter).
     Returns (version, file name, bytes).
     """
-    key = hashlib.sha256(pyodide_integrity.encode())
+    key = hashlib.sha256(pyodide_integrity.encode() + COMPILE_BUNDLE.read_bytes())
     for name in sorted(pure):
         key.update(f"{name}:{sha256_bytes(pure[name])}\n".encode())
     version = f"1+{key.hexdigest()[:12]}"
@@ -346,7 +349,7 @@ def build_bundle(pure: dict[str, bytes], pyodide_integrity: str) -> tuple[str, s
             (work / name).write_bytes(data)
         tmp = cached.with_name(cached.name + ".tmp")
         wheels = [str(path) for path in sorted(work.iterdir())]
-        run(["node", str(COMPILE_BUNDLE), str(WHEEL_DIR), str(tmp), *wheels])
+        run(["node", str(COMPILE_BUNDLE), str(WHEEL_DIR), "bundle", str(tmp), *wheels])
         os.replace(tmp, cached)
         shutil.rmtree(work)
         for old in cached.parent.glob("*.zip"):  # one bundle per agent_py edit: keep the newest
@@ -355,6 +358,18 @@ def build_bundle(pure: dict[str, bytes], pyodide_integrity: str) -> tuple[str, s
     data = cached.read_bytes()
     check_no_pydantic_plugin(data)
     return version, f"{BUNDLE_NAME.replace('-', '_')}-{version}.zip", data
+
+
+def build_compiled_stdlib(pyodide_integrity: str) -> bytes:
+    """The runtime's standard library with bytecode beside each source (cached per runtime)."""
+    key = hashlib.sha256(pyodide_integrity.encode() + COMPILE_BUNDLE.read_bytes())
+    cached = CACHE / "stdlib" / f"{key.hexdigest()}.zip"
+    if not cached.is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(cached.name + ".tmp")
+        run(["node", str(COMPILE_BUNDLE), str(WHEEL_DIR), "stdlib", str(tmp)])
+        os.replace(tmp, cached)
+    return cached.read_bytes()
 
 
 def check_no_pydantic_plugin(bundle: bytes) -> None:
@@ -499,6 +514,8 @@ def vendor(relock: bool = False) -> dict:
     version, bundle_file, bundle = build_bundle(pure, pyodide_pin["integrity"])
     write_if_changed(WHEEL_DIR / bundle_file, bundle)
     outputs.add(WHEEL_DIR / bundle_file)
+    write_if_changed(WHEEL_DIR / COMPILED_STDLIB, build_compiled_stdlib(pyodide_pin["integrity"]))
+    outputs.add(WHEEL_DIR / COMPILED_STDLIB)
     inside = {canonical(e["name"]) for e in pure_entries}
     # The bundle depends on the compiled wheels; their own dependencies on what the bundle
     # holds are dropped, since a cycle hangs Pyodide's loadPackage (314.0.7).

@@ -5,12 +5,16 @@
 // vendor/pyodide/pyodide-lock.json (written by scripts/vendor.py) lists the compiled wheels
 // (pydantic-core) and one bundle of every pure-Python package, compiled to bytecode. The
 // wheels load through Pyodide's `packages` option, which fetches them while the runtime
-// starts; the bundle is fetched from the start too (checked against the lock's sha256) and
-// imported from as a zip on sys.path: no unpacking, no compiling. Phases are ms: `*_at`
-// since the start, the others each phase's own time.
+// starts (with a compiled standard library); the bundle is fetched from the start too,
+// checked against the lock's sha256, and imported from as a zip on sys.path: no unpacking,
+// no compiling. Phases are ms: `*_at` since the start, the others each phase's own time.
 import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
 
 export const BUNDLE_NAME = "agent-py-bundle"; // scripts/vendor.py's BUNDLE_NAME
+// The standard library with bytecode beside each source (scripts/vendor.py, COMPILED_STDLIB):
+// upstream ships sources only, so Pyodide compiled every module it imported, its own start
+// included, at every start.
+export const COMPILED_STDLIB = "python_stdlib_compiled.zip";
 const BUNDLE_PATH = "/lib/agent_py_bundle.zip";
 // No package we ship registers a pydantic plugin; without this switch pydantic looks for one
 // by reading every package's metadata at its first model (the email package and more: about
@@ -41,6 +45,7 @@ export async function startPython(indexURL) {
     indexURL,
     lockFileContents: lock,
     packageBaseUrl: indexURL,
+    stdLibURL: indexURL + COMPILED_STDLIB,
     env: PYTHON_ENV,
     packages: Object.keys(lock.packages).filter((name) => name !== BUNDLE_NAME),
   });

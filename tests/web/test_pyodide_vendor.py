@@ -57,6 +57,16 @@ def test_the_bundle_holds_bytecode_of_every_pure_wheel(vendored: Path) -> None:
     assert {w["name"].replace("-", "_").lower() for w in pure} | {"agent_py"} <= dist_infos
 
 
+def test_the_compiled_stdlib_has_bytecode_beside_every_source(vendored: Path) -> None:
+    stock = zipfile.ZipFile(vendored / "pyodide" / "python_stdlib.zip")
+    compiled = zipfile.ZipFile(vendored / "pyodide" / "python_stdlib_compiled.zip")
+    sources = {n for n in stock.namelist() if n.endswith(".py")}
+    assert sources <= set(compiled.namelist())  # sources stay, for tracebacks
+    assert {n + "c" for n in sources} <= set(compiled.namelist())
+    header = compiled.read("ipaddress.pyc")[:8]
+    assert int.from_bytes(header[4:8], "little") == 1  # unchecked hash: no file times
+
+
 @pytest.mark.browser
 def test_pyodide_boots_offline_and_imports_every_wheel(
     page, page_url, request_log, browser_settings
@@ -78,6 +88,7 @@ def test_pyodide_boots_offline_and_imports_every_wheel(
         "micropip",
         "pyodide_http",
         "agent_py",
+        "bytecode",
     } <= set(report["checks"])
     # The worker's fetches are in the log (packages come from the worker), none left the origin.
     assert any(url.endswith(".whl") for url in request_log.urls), request_log.urls

@@ -66,6 +66,19 @@ def _():
     return repr(rpds.HashTrieMap({"a": 1}).insert("b", 2))
 
 
+@check("bytecode")
+def _():
+    # The standard library and our bundle are imported from their .pyc, not compiled here.
+    import ipaddress
+
+    import agent_py.plan
+
+    files = [ipaddress.__file__, agent_py.plan.__file__]
+    if not all(f.endswith(".pyc") for f in files):
+        raise AssertionError(f"imported from source: {files}")
+    return ", ".join(files)
+
+
 for module in ("micropip", "pyodide_http", "mcp_types", "packaging", "agent_py"):
     check(module)(lambda module=module: importlib.import_module(module).__name__)
 
