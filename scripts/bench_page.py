@@ -1,10 +1,11 @@
 """Benchmark of the page in headless Chromium (numbers only; never fails on time).
 
 Prints, in one run:
-- time to a bare Pyodide (web/dev/bare_pyodide.html: loadPyodide() alone in a worker) versus
-  time to "agent ready" on the page (packages loaded, agent_py imported, engine and bridge up),
-  cold (a fresh browser profile) and cached (a second visit, files from the service worker),
-  and their ratio; each in its own profile, so neither warms the other's cache;
+- time to a bare Pyodide (web/dev/bare_pyodide.html: loadPyodide() alone in a worker, with the
+  stock standard library, and with the compiled one the page uses) versus time to "agent
+  ready" on the page (packages loaded, agent_py imported, engine and bridge up), cold (a
+  fresh browser profile) and cached (a second visit, files from the service worker), and the
+  ratios; each cold visit in its own profile, so none warms another's cache;
 - where the agent's boot goes, phase by phase (web/worker.js measures them);
 - the longest main-thread stall while the page boots (long tasks and the largest gap between
   animation frames), showing what moving Pyodide into a worker buys;
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -156,29 +158,40 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def one_round(playwright: Any, base: str, overhead: bool) -> dict[str, Any]:
-    """Bare Pyodide and the agent page, cold then cached, each in a fresh profile."""
+    """Bare Pyodide (stock and compiled standard library) and the agent page, cold then
+    cached, each cold visit in a fresh profile."""
     agent_url = f"{base}index.html?engine=scripted"
     bare_url = f"{base}dev/bare_pyodide.html"
+    compiled_url = f"{bare_url}?stdlib=compiled"
     measured: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as profile:
-        context = playwright.chromium.launch_persistent_context(profile, **config.launch_options())
-        page = context.new_page()
-        measured["bare_cold"] = bare_boot(page, bare_url)
-        boot(page, agent_url)  # installs the service worker, as the agent page's visit does
-        wait_offline_copy(page)
-        measured["bare_cached"] = bare_boot(page, bare_url)
-        context.close()
-    with tempfile.TemporaryDirectory() as profile:
-        context = playwright.chromium.launch_persistent_context(profile, **config.launch_options())
-        context.add_init_script(STALL_PROBE)
-        page = context.new_page()
-        measured["cold"] = boot(page, agent_url)
-        wait_offline_copy(page)
-        measured["cached"] = boot(page, agent_url)
-        measured["steps"], measured["run_averages"] = (
-            in_page_overhead(page) if overhead else ([], [])
+    profiles: list[str] = []
+
+    def fresh_page() -> tuple[Any, Any]:
+        profiles.append(tempfile.mkdtemp())
+        context = playwright.chromium.launch_persistent_context(
+            profiles[-1], **config.launch_options()
         )
-        context.close()
+        return context, context.new_page()
+
+    context, page = fresh_page()
+    measured["bare_cold"] = bare_boot(page, bare_url)
+    boot(page, agent_url)  # installs the service worker, as the agent page's visit does
+    wait_offline_copy(page)
+    measured["bare_cached"] = bare_boot(page, bare_url)
+    measured["compiled_cached"] = bare_boot(page, compiled_url)
+    context.close()
+    context, page = fresh_page()
+    measured["compiled_cold"] = bare_boot(page, compiled_url)
+    context.close()
+    context, page = fresh_page()
+    context.add_init_script(STALL_PROBE)
+    measured["cold"] = boot(page, agent_url)
+    wait_offline_copy(page)
+    measured["cached"] = boot(page, agent_url)
+    measured["steps"], measured["run_averages"] = in_page_overhead(page) if overhead else ([], [])
+    context.close()
+    for profile in profiles:
+        shutil.rmtree(profile, ignore_errors=True)
     return measured
 
 
@@ -214,20 +227,24 @@ def main() -> None:
     server.shutdown()
 
     print(f"agent_py page benchmark (headless Chromium, scripted engine, {args.rounds} round(s))\n")
-    print(f"{'':24s}{'cold':>10s}{'cached':>10s}")
+    print(f"{'':30s}{'cold':>10s}{'cached':>10s}")
     bare = {v: median_of(rounds, f"bare_{v}") for v in ("cold", "cached")}
+    compiled = {v: median_of(rounds, f"compiled_{v}") for v in ("cold", "cached")}
     ready = {v: median_of(rounds, v, "agent_ready_ms") for v in ("cold", "cached")}
-    print(f"{'bare Pyodide (ms)':24s}{bare['cold']:10.0f}{bare['cached']:10.0f}")
-    print(f"{'agent ready (ms)':24s}{ready['cold']:10.0f}{ready['cached']:10.0f}")
+    print(f"{'bare Pyodide (ms)':30s}{bare['cold']:10.0f}{bare['cached']:10.0f}")
+    print(f"{'  compiled stdlib (ms)':30s}{compiled['cold']:10.0f}{compiled['cached']:10.0f}")
+    print(f"{'agent ready (ms)':30s}{ready['cold']:10.0f}{ready['cached']:10.0f}")
     ratio = {v: ready[v] / bare[v] for v in ("cold", "cached")}
-    print(f"{'ratio (target <= 1.25)':24s}{ratio['cold']:10.2f}{ratio['cached']:10.2f}")
+    added = {v: ready[v] / compiled[v] for v in ("cold", "cached")}
+    print(f"{'ratio to bare (<= 1.25)':30s}{ratio['cold']:10.2f}{ratio['cached']:10.2f}")
+    print(f"{'ratio to compiled stdlib':30s}{added['cold']:10.2f}{added['cached']:10.2f}")
     for label, key in [
         ("page to ready (ms)", "wall_ms"),
         ("longest task (ms)", "longest_task_ms"),
         ("longest frame gap", "longest_frame_gap_ms"),
     ]:
         print(
-            f"{label:24s}{median_of(rounds, 'cold', key):10.0f}"
+            f"{label:30s}{median_of(rounds, 'cold', key):10.0f}"
             f"{median_of(rounds, 'cached', key):10.0f}"
         )
     print("\nagent boot phases (ms; *_at: since the boot's start, overlapping the phases)")
