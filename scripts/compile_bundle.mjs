@@ -3,6 +3,7 @@
 //
 //   node scripts/compile_bundle.mjs <web/vendor/pyodide dir> bundle <out.zip> <wheel>...
 //   node scripts/compile_bundle.mjs <web/vendor/pyodide dir> stdlib <out.zip>
+//   node scripts/compile_bundle.mjs <web/vendor/pyodide dir> wheel <out.whl> <wheel>
 //
 // bundle: unpacks every wheel into one tree and replaces each .py with its .pyc, as Pyodide's
 // own packages do: the page imports without compiling, from half the bytes.
@@ -15,8 +16,10 @@ import { pathToFileURL } from "node:url";
 import { basename, resolve } from "node:path";
 
 const [pyodideDir, mode, outPath, ...wheels] = process.argv.slice(2);
-if (!pyodideDir || !outPath || !["bundle", "stdlib"].includes(mode) || (mode === "bundle" && !wheels.length)) {
-  console.error("usage: node scripts/compile_bundle.mjs <pyodide dir> bundle <out.zip> <wheel>... | stdlib <out.zip>");
+const usage = !pyodideDir || !outPath || !["bundle", "stdlib", "wheel"].includes(mode)
+  || (mode === "bundle" && !wheels.length) || (mode === "wheel" && wheels.length !== 1);
+if (usage) {
+  console.error("usage: node scripts/compile_bundle.mjs <pyodide dir> bundle <out.zip> <wheel>... | stdlib <out.zip> | wheel <out.whl> <wheel>");
   process.exit(2);
 }
 const indexURL = resolve(pyodideDir) + "/";
@@ -45,7 +48,7 @@ def write_zip(path, files):
             out.writestr(info, files[name])
 
 files = {}
-if ${JSON.stringify(mode)} == "bundle":
+if ${JSON.stringify(mode)} in ("bundle", "wheel"):
     for name in sorted(os.listdir("/wheels")):
         with zipfile.ZipFile(f"/wheels/{name}") as wheel:
             for entry in wheel.namelist():

@@ -7,7 +7,8 @@
 
 What it makes (pins live in scripts/vendor-lock.json, downloads in .artifacts/vendor-cache/):
 - web/vendor/<dest>/...        files picked from npm tarballs (`npm pack`, sha512-checked)
-- web/vendor/pyodide/*.whl     the compiled PyPI wheels for Pyodide (pydantic-core)
+- web/vendor/pyodide/*.whl     the compiled PyPI wheels for Pyodide (pydantic-core), their
+                               Python sources replaced by bytecode
 - web/vendor/pyodide/agent_py_bundle-*.zip   one archive of every pure-Python wheel (PyPI,
                                `pip download`, sha256-checked; the rpds-py stand-in from
                                scripts/rpds_standin/; agent_py itself), compiled to Pyodide's
@@ -54,6 +55,7 @@ BUNDLE_NAME = "agent-py-bundle"
 COMPILED_STDLIB = "python_stdlib_compiled.zip"  # web/python-boot.js loads it
 COMPILE_BUNDLE = ROOT / "scripts" / "compile_bundle.mjs"
 LOCK = json.loads(LOCK_PATH.read_text())  # the pins; --relock rewrites their hashes
+PYODIDE_PIN = next(n["integrity"] for n in LOCK["npm"] if n["package"] == "pyodide")
 
 
 class VendorError(RuntimeError):
@@ -360,6 +362,18 @@ def build_bundle(pure: dict[str, bytes], pyodide_integrity: str) -> tuple[str, s
     return version, f"{BUNDLE_NAME.replace('-', '_')}-{version}.zip", data
 
 
+def compiled_wheel(wheel: Path, sha256: str) -> bytes:
+    """A compiled wheel with bytecode in place of its Python sources (cached per wheel)."""
+    key = hashlib.sha256(sha256.encode() + COMPILE_BUNDLE.read_bytes() + PYODIDE_PIN.encode())
+    cached = CACHE / "compiled-wheels" / f"{key.hexdigest()}.whl"
+    if not cached.is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(cached.name + ".tmp")
+        run(["node", str(COMPILE_BUNDLE), str(WHEEL_DIR), "wheel", str(tmp), str(wheel)])
+        os.replace(tmp, cached)
+    return cached.read_bytes()
+
+
 def build_compiled_stdlib(pyodide_integrity: str) -> bytes:
     """The runtime's standard library with bytecode beside each source (cached per runtime)."""
     key = hashlib.sha256(pyodide_integrity.encode() + COMPILE_BUNDLE.read_bytes())
@@ -498,8 +512,7 @@ def vendor(relock: bool = False) -> dict:
             pure_entries.append(spec)
             continue
         out = WHEEL_DIR / spec["file"]
-        if not hashes.matches(out, spec["sha256"]):
-            shutil.copyfile(downloaded[spec["name"]], out)
+        write_if_changed(out, compiled_wheel(downloaded[spec["name"]], spec["sha256"]))
         outputs.add(out)
         entries.append(dict(spec))  # a copy: its depends change below, the pin must not
 

@@ -57,6 +57,15 @@ def test_the_bundle_holds_bytecode_of_every_pure_wheel(vendored: Path) -> None:
     assert {w["name"].replace("-", "_").lower() for w in pure} | {"agent_py"} <= dist_infos
 
 
+def test_the_compiled_wheel_ships_bytecode_and_its_extension(vendored: Path) -> None:
+    lock = json.loads((vendored / "pyodide" / "pyodide-lock.json").read_text())
+    wheel = vendored / "pyodide" / lock["packages"]["pydantic-core"]["file_name"]
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "pydantic_core/core_schema.pyc" in names
+    assert not [n for n in names if n.endswith(".py")]
+    assert [n for n in names if n.endswith("-wasm32-emscripten.so")]
+
+
 def test_the_compiled_stdlib_has_bytecode_beside_every_source(vendored: Path) -> None:
     stock = zipfile.ZipFile(vendored / "pyodide" / "python_stdlib.zip")
     compiled = zipfile.ZipFile(vendored / "pyodide" / "python_stdlib_compiled.zip")
