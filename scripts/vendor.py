@@ -328,6 +328,13 @@ def build_standin(spec: dict) -> bytes:
     return data
 
 
+def keep_only(cached: Path, pattern: str = "*") -> None:
+    """Delete the other builds matching ``pattern`` beside ``cached``: it supersedes them."""
+    for old in cached.parent.glob(pattern + cached.suffix):
+        if old != cached:
+            old.unlink()
+
+
 def is_pure(file_name: str) -> bool:
     return file_name.endswith("-none-any.whl")
 
@@ -354,9 +361,7 @@ def build_bundle(pure: dict[str, bytes], pyodide_integrity: str) -> tuple[str, s
         run(["node", str(COMPILE_BUNDLE), str(WHEEL_DIR), "bundle", str(tmp), *wheels])
         os.replace(tmp, cached)
         shutil.rmtree(work)
-        for old in cached.parent.glob("*.zip"):  # one bundle per agent_py edit: keep the newest
-            if old != cached:
-                old.unlink()
+        keep_only(cached)  # one bundle per agent_py edit: keep the newest
     data = cached.read_bytes()
     check_no_pydantic_plugin(data)
     return version, f"{BUNDLE_NAME.replace('-', '_')}-{version}.zip", data
@@ -365,12 +370,13 @@ def build_bundle(pure: dict[str, bytes], pyodide_integrity: str) -> tuple[str, s
 def compiled_wheel(wheel: Path, sha256: str) -> bytes:
     """A compiled wheel with bytecode in place of its Python sources (cached per wheel)."""
     key = hashlib.sha256(sha256.encode() + COMPILE_BUNDLE.read_bytes() + PYODIDE_PIN.encode())
-    cached = CACHE / "compiled-wheels" / f"{key.hexdigest()}.whl"
+    cached = CACHE / "compiled-wheels" / f"{wheel.stem}-{key.hexdigest()[:16]}.whl"
     if not cached.is_file():
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_name(cached.name + ".tmp")
         run(["node", str(COMPILE_BUNDLE), str(WHEEL_DIR), "wheel", str(tmp), str(wheel)])
         os.replace(tmp, cached)
+        keep_only(cached, f"{wheel.stem}-*")
     return cached.read_bytes()
 
 
@@ -383,6 +389,7 @@ def build_compiled_stdlib(pyodide_integrity: str) -> bytes:
         tmp = cached.with_name(cached.name + ".tmp")
         run(["node", str(COMPILE_BUNDLE), str(WHEEL_DIR), "stdlib", str(tmp)])
         os.replace(tmp, cached)
+        keep_only(cached)
     return cached.read_bytes()
 
 
