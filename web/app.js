@@ -397,8 +397,10 @@ async function main() {
   $("refresh-models").addEventListener("click", () => worker.postMessage({ type: "models" }));
   fillSettingsForm();
 
-  sandbox = new JavaScriptSandbox();
   startWorker();
+  // The sandbox frame is made once the agent has booted, before any run can ask for it: made
+  // at load, its document and scripts took the main thread for up to ~80 ms during the boot.
+  firstBoot.then(() => { sandbox = new JavaScriptSandbox(); });
 
   try {
     store = await SessionStore.open();
