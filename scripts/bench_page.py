@@ -82,12 +82,12 @@ def boot(page: Any, url: str) -> dict[str, Any]:
         "document.body.dataset.status === 'ready'", timeout=config.BOOT_TIMEOUT_MS
     )
     wall_ms = (time.perf_counter() - started) * 1000
+    stalls = page.evaluate("window.__stalls")  # the boot's, not what follows it
     page.wait_for_function(
         "window.agentApp.timings.warm_after_ready_ms !== undefined",
         timeout=config.BOOT_TIMEOUT_MS,
     )
     timings = page.evaluate("window.agentApp.timings")
-    stalls = page.evaluate("window.__stalls")
     return {"wall_ms": wall_ms, **timings, **(stalls or {})}
 
 
