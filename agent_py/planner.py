@@ -94,6 +94,7 @@ class PlanAndRethink:
         )
         self._on_state = on_state
         self.plan_shape = plan_shape or PlanShape()
+        self._focus: set[str] = set()  # the tools the system message keeps whole when tight
 
     def plan_schema(self) -> dict[str, object]:
         return plan_json_schema(self.registry.names, self.plan_shape)
@@ -282,7 +283,8 @@ class PlanAndRethink:
             memory.replanned()
         run.plans.append(plan)
         used = {step.tool_name for plan in run.plans for step in plan.steps()}
-        conversation[0] = self._system_message(used)
+        if used != self._focus:  # its stand-ins are four renders of the prompt: only anew
+            conversation[0] = self._system_message(used)
         return plan
 
     @staticmethod
@@ -294,6 +296,7 @@ class PlanAndRethink:
         ]
 
     def _system_message(self, focus: set[str]) -> Message:
+        self._focus = focus
         return plan_system_message(
             self.registry, self.plan_shape, with_examples=self.strategy.examples, focus=focus
         )
