@@ -22,7 +22,7 @@ from agent_py.llm import CallPurpose, ModelRole
 from agent_py.model_client import ModelClient
 from agent_py.plan import StepSchema, TaskSchema, step_references
 from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
-from agent_py.tools.call import StepBrief, ToolCall
+from agent_py.tools.call import StepBrief, ToolCall, failed_dependency
 from agent_py.tools.registry import ToolRegistry
 
 EVENT_CONTENT_CHARS = 8_000  # observations in events and history are cut to this
@@ -159,7 +159,7 @@ class StepExecutor:
         results = {o.step.step_id: o.result for o in earlier}
         failed = [ref for ref in step_references(step) if ref in results and results[ref].is_error]
         if failed:
-            raise ToolError(f"skipped: depends on {' and '.join(failed)}, which failed")
+            raise failed_dependency(failed)
 
         def report_progress(message: str, meta: dict[str, Any]) -> None:
             self.recorder.emit(EventType.STEP_PROGRESS, message, step=step.step_id, **meta)

@@ -108,8 +108,13 @@ def _lookup(step_id: str, results: Mapping[str, ToolResult]) -> ToolResult:
             "a step can only use results of earlier tasks"
         )
     if results[step_id].is_error:  # its text is an error message, not data to go on with
-        raise ToolError(f"skipped: depends on {step_id}, which failed")
+        raise failed_dependency([step_id])
     return results[step_id]
+
+
+def failed_dependency(step_ids: list[str]) -> ToolError:
+    """Why a step that needs the results of failed steps is skipped."""
+    return ToolError(f"skipped: depends on {' and '.join(step_ids)}, which failed")
 
 
 @dataclass(frozen=True)
