@@ -169,7 +169,7 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"cannot read the suite or the options: {exc}", file=sys.stderr)
         return EXIT_SETUP
     if args.model:
-        settings["cpu_model_url"] = args.model
+        settings["cpu_model"] = args.model
     if args.profile != "auto":
         settings["profile"] = args.profile
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -5,12 +5,13 @@ JavaScript functions. Only JSON strings cross the boundary, in both directions, 
 outlives a call. Bridge methods never reject: failures come back as
 ``{"ok": false, "error": {"kind": ..., "message": ...}}``.
 
-Bridge methods (all but ``emit`` return a promise of a JSON string):
+Bridge methods (all but ``emit`` and ``mcpStatus`` return a promise of a JSON string; the
+JSON is typed here):
 
-- ``engineReload(model)``, ``engineUnload()``, ``engineInterrupt()`` → ``{"ok": true}``
-- ``engineChat(messages_json, call_json)`` → ``{"ok": true, "text", "usage", "finish_reason"}``
-- ``runJavaScript(code, timeout_ms, output_limit)`` →
-  ``{"value", "console", "error", "timedOut", "truncated"}``
+- ``engineReload(model)``, ``engineUnload()``, ``engineInterrupt()`` → :class:`EngineReply`
+- ``engineChat(messages_json, call_json)``: ``call_json`` is an :class:`EngineCall` →
+  :class:`EngineReply` with the text, the usage and the finish reason
+- ``runJavaScript(code, timeout_ms, output_limit)`` → :class:`SandboxResult`
 - ``emit(event_json)``: an agent event for the UI (and the session store).
 - ``mcpStatus(status_json)``: an MCP server's state for the servers panel (not an agent
   event: it is not stored in the session history). Called only once servers are configured.
@@ -30,11 +31,19 @@ so a page without servers starts without it.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from agent_py.agent import DEFAULT_MODEL, Agent, AgentConfig
 from agent_py.events import Event
@@ -53,8 +62,9 @@ from agent_py.llm import (
 )
 from agent_py.model_client import ReplyBudgets
 from agent_py.plan import PlanShape
-from agent_py.profiles import ModelProfile, Strategy, profile_for
+from agent_py.profiles import DEFAULT_CPU_MODEL, ModelProfile, Strategy, profile_for
 from agent_py.tools.base import ToolBase
+from agent_py.tools.javascript import DEFAULT_TIMEOUT_S as JS_TIMEOUT_S
 from agent_py.tools.javascript import JavascriptExecutor, JSRunResult
 from agent_py.tools.llm_generator import LLMGenerator
 
@@ -78,20 +88,78 @@ class Bridge(Protocol):
     def mcpStatus(self, status_json: str) -> None: ...
 
 
-def _checked(reply_json: str) -> dict[str, Any]:
-    """Parse a bridge reply and turn ``ok: false`` into the matching exception."""
+class EngineCall(BaseModel):
+    """What ``engineChat`` is given besides the messages (the engines in ``web/engines/``
+    read these names)."""
+
+    purpose: str
+    model: str
+    max_tokens: int
+    json_schema: dict[str, Any] | None = Field(None, serialization_alias="schema")
+    """The reply's JSON schema, sent as ``schema``."""
+    thinking: bool = False
+    tool: str | None = None
+    step: str | None = None
+    sampling: dict[str, Any] | None = None
+    grammar: str | None = None
+
+    @classmethod
+    def of(cls, call: CallInfo) -> EngineCall:
+        return cls(
+            purpose=call.purpose.value,
+            model=call.model,
+            max_tokens=call.max_tokens,
+            json_schema=call.schema,
+            thinking=call.thinking,
+            tool=call.tool,
+            step=call.step,
+            sampling=call.sampling.model_dump(exclude_none=True) if call.sampling else None,
+            grammar=call.grammar,
+        )
+
+
+class EngineFailure(BaseModel):
+    kind: str = "engine"
+    """``memory`` (the GPU or the tab ran out), ``config``, ``engine``, ``aborted`` ...
+    (``web/engines/errors.js``)."""
+    message: str = "the engine failed"
+
+
+class EngineReply(BaseModel):
+    """What every engine bridge method resolves to: ``ok`` with the chat's reply, or the
+    failure."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    ok: bool
+    text: str = ""
+    usage: Usage = Usage()
+    finish_reason: str = "stop"
+    error: EngineFailure = EngineFailure()
+
+
+class SandboxResult(BaseModel):
+    """What ``runJavaScript`` resolves to (the UI's sandbox, ``web/sandbox-host.js``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    value: Any = None
+    console: list[str] = []
+    error: str | None = None
+    timed_out: bool = False
+    truncated: bool = False
+
+
+def _checked(reply_json: str) -> EngineReply:
+    """Parse an engine bridge reply and turn ``ok: false`` into the matching exception."""
     try:
-        reply = json.loads(reply_json)
+        reply = EngineReply.model_validate_json(reply_json)
     except (TypeError, ValueError):
         raise LLMError(f"the engine bridge sent an unreadable reply: {reply_json!r:.200}") from None
-    if not isinstance(reply, dict):
-        raise LLMError("the engine bridge sent an unreadable reply")
-    if reply.get("ok") is False:
-        error = reply.get("error") or {}
-        message = str(error.get("message") or "the engine failed")
-        if error.get("kind") == "memory":
-            raise MemoryPressureError(message)
-        raise LLMError(message)
+    if not reply.ok:
+        if reply.error.kind == "memory":
+            raise MemoryPressureError(reply.error.message)
+        raise LLMError(reply.error.message)
     return reply
 
 
@@ -125,27 +193,9 @@ class BridgeLLM(LLM):
     async def chat(
         self, messages: list[Message], call: CallInfo, on_token: TokenCallback | None = None
     ) -> ChatReply:
-        call_json = json.dumps(
-            {
-                "purpose": call.purpose.value,
-                "model": call.model,
-                "max_tokens": call.max_tokens,
-                "schema": call.schema,
-                "thinking": call.thinking,
-                "tool": call.tool,
-                "step": call.step,
-                "sampling": (
-                    call.sampling.model_dump(exclude_none=True) if call.sampling else None
-                ),
-                "grammar": call.grammar,
-            }
-        )
+        call_json = EngineCall.of(call).model_dump_json(by_alias=True)
         reply = _checked(await self._bridge.engineChat(json.dumps(messages), call_json))
-        return ChatReply(
-            text=str(reply.get("text", "")),
-            usage=Usage.model_validate(reply.get("usage") or {}),
-            finish_reason=str(reply.get("finish_reason") or "stop"),
-        )
+        return ChatReply(text=reply.text, usage=reply.usage, finish_reason=reply.finish_reason)
 
 
 class BridgeJSRunner:
@@ -157,37 +207,70 @@ class BridgeJSRunner:
     async def run(self, code: str, *, timeout_s: float, output_limit: int) -> JSRunResult:
         raw = await self._bridge.runJavaScript(code, int(timeout_s * 1000), output_limit)
         try:
-            reply = json.loads(raw)
+            reply = SandboxResult.model_validate_json(raw)
         except (TypeError, ValueError):
             return JSRunResult(error="the sandbox sent an unreadable reply")
         return JSRunResult(
-            value=reply.get("value"),
-            console=[str(line) for line in reply.get("console") or []],
-            error=reply.get("error"),
-            timed_out=bool(reply.get("timedOut")),
-            truncated=bool(reply.get("truncated")),
+            value=reply.value,
+            console=reply.console,
+            error=reply.error,
+            timed_out=reply.timed_out,
+            truncated=reply.truncated,
         )
 
 
-class PageSettings(BaseModel):
-    """The page's settings, as the UI stores them (snake_case JSON).
+def _as_in_agent(name: str) -> Any:
+    """The definition (default and limits) of an :class:`AgentConfig` field, for the page
+    setting that means the same."""
+    return copy.copy(AgentConfig.model_fields[name])
 
-    ``engine_kind`` (set by the worker: webllm, cpu or scripted) and ``model`` choose the
-    :class:`~agent_py.profiles.ModelProfile` when ``profile`` is auto. ``plan_shape``,
-    ``budgets``, ``strategy`` and ``sampling`` override the profile's, for measurements.
+
+class PageSettings(BaseModel):
+    """The page's settings, and the one place their defaults are written.
+
+    The UI keeps only what the user changed and sends it with ``boot`` and ``configure``;
+    what comes back (:meth:`PageSession.settings_info`, in the ``ready`` and ``settings``
+    messages) is every setting in effect, the defaults and the chosen profile, which the UI and
+    the tests read. ``engine_kind`` (set by the worker: webllm, cpu or scripted) and the model
+    choose the :class:`~agent_py.profiles.ModelProfile` when ``profile`` is auto.
+    ``plan_shape``, ``budgets``, ``strategy`` and ``sampling`` override the profile's, for
+    measurements.
     """
+
+    ENGINE_FIELDS: ClassVar[tuple[str, ...]] = (
+        "engine",
+        "model_url",
+        "model_lib_url",
+        "cpu_model",
+        "cpu_threads",
+    )
+    """Read when the worker starts: a change restarts it."""
+
+    engine: Literal["auto", "webllm", "cpu"] = "auto"
+    """auto: WebLLM on a hardware GPU, else the CPU engine."""
+    model_url: str = ""
+    """A self-hosted WebLLM model's weights (its Hugging Face-style folder URL)."""
+    model_lib_url: str = ""
+    """That model's compiled WebGPU library (.wasm)."""
+    cpu_model: str = Field(
+        DEFAULT_CPU_MODEL, validation_alias=AliasChoices("cpu_model", "cpu_model_url")
+    )
+    """The CPU engine's model: a bundled id or a .gguf URL (``cpu_model_url`` is its old name,
+    still read from settings a browser kept)."""
+    cpu_threads: int = Field(0, ge=0)
+    """0: the engine's choice."""
 
     model: str = DEFAULT_MODEL
     executor_model: str | None = None
     engine_kind: str = ""
     profile: str = "auto"
-    residency: ResidencyPolicy = ResidencyPolicy.AUTO
-    thinking: bool = False
-    context_window: int = Field(4096, ge=512)
+    residency: ResidencyPolicy = _as_in_agent("residency")
+    thinking: bool = _as_in_agent("thinking")
+    context_window: int = _as_in_agent("context_window")
     max_tokens: int = Field(1024, ge=64)
-    tool_timeout_s: float = Field(60.0, gt=0)
-    js_timeout_s: float = Field(10.0, gt=0)
-    max_steps: int = Field(100, ge=1)
+    tool_timeout_s: float = _as_in_agent("tool_timeout_s")
+    js_timeout_s: float = Field(JS_TIMEOUT_S, gt=0)
+    max_steps: int = _as_in_agent("max_steps")
     plan_shape: PlanShape | None = None
     budgets: ReplyBudgets | None = None
     """Reply budgets per purpose; without them (and none in the profile) every purpose
@@ -196,8 +279,18 @@ class PageSettings(BaseModel):
     sampling: Sampling | None = None
     text_sampling: Sampling | None = None
 
+    @field_validator("cpu_model", mode="before")
+    @classmethod
+    def _kept_empty_means_default(cls, value: object) -> object:
+        return value or DEFAULT_CPU_MODEL  # browsers kept "" for "the default"
+
+    @property
+    def planner(self) -> str:
+        """The model that plans: the CPU engine runs its own (and no executor)."""
+        return self.cpu_model if self.engine_kind == "cpu" else self.model
+
     def model_profile(self) -> ModelProfile:
-        return profile_for(self.engine_kind, self.model, self.profile)
+        return profile_for(self.engine_kind, self.planner, self.profile)
 
     def agent_config(self) -> AgentConfig:
         profile = self.model_profile()
@@ -214,7 +307,10 @@ class PageSettings(BaseModel):
             )
         )
         return AgentConfig(
-            models=ModelRoles(planner=self.model, executor=self.executor_model or None),
+            models=ModelRoles(
+                planner=self.planner,
+                executor=None if self.engine_kind == "cpu" else self.executor_model or None,
+            ),
             residency=self.residency,
             context_window=self.context_window,
             budgets=budgets,
@@ -278,7 +374,8 @@ class PageSession:
         return self._agent.session if self._agent else self._session
 
     async def configure(self, settings_json: str) -> str:
-        """Apply settings; a change takes effect from the next run (the model is unloaded)."""
+        """Apply the user's settings (what differs from the defaults); a change takes effect
+        from the next run (the model is unloaded). Returns :meth:`settings_info`."""
         settings = PageSettings.model_validate_json(settings_json)
         settings.model_profile()  # an unknown profile name fails here, not at the run
         if settings != self._settings and self._agent is not None:
@@ -286,7 +383,19 @@ class PageSession:
             await self._agent.close()
             self._agent = None
         self._settings = settings
-        return settings.model_dump_json()
+        return self.settings_info()
+
+    def settings_info(self) -> str:
+        """The settings for the UI, as JSON: every value in effect, the defaults, which of
+        them restart the worker, and the model profile they choose."""
+        return json.dumps(
+            {
+                "values": self._settings.model_dump(mode="json"),
+                "defaults": PageSettings().model_dump(mode="json"),
+                "engine_fields": list(PageSettings.ENGINE_FIELDS),
+                "profile": self._settings.model_profile().model_dump(mode="json"),
+            }
+        )
 
     # MCP servers.
 

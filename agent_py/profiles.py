@@ -20,6 +20,11 @@ from agent_py.llm import Sampling
 from agent_py.model_client import ReplyBudgets
 from agent_py.plan import PlanShape
 
+DEFAULT_CPU_MODEL = "smollm2-135m-instruct-q4_1"
+"""The CPU engine's model unless the user picks another: chosen by the real-task suite
+(README: it scored higher than gemma3-270m, and is faster). Bundled with the page
+(scripts/fetch_model.py)."""
+
 
 class Strategy(BaseModel):
     """Switches of the loop. Defaults are the full behaviour of the original design."""

@@ -2,6 +2,9 @@
 // a page asks for a server. The web page cannot see or click it. The answer goes back to the
 // service worker, which records it (see policy.js) and lets the waiting request go on or not.
 import { coveredByManifest, originPattern } from "./policy.js";
+import "./protocol.js";
+
+const { runtimeMessage } = globalThis.agentPyBridgeProtocol;
 
 const $ = (id) => document.getElementById(id);
 const id = new URLSearchParams(location.search).get("id");
@@ -10,7 +13,7 @@ function ask(message) {
   return chrome.runtime.sendMessage(message);
 }
 
-const question = await ask({ type: "consent-question", id });
+const question = await ask(runtimeMessage.consentQuestion(id));
 if (!question) {
   $("question").textContent = "This question was already answered or has expired.";
 } else {
@@ -27,7 +30,7 @@ if (!question) {
         const granted = await chrome.permissions.request({ origins: [originPattern(server)] }).catch(() => false);
         if (!granted) answer = "no-permission";
       }
-      await ask({ type: "consent-answer", id, answer });
+      await ask(runtimeMessage.consentAnswer(id, answer));
       window.close();
     });
   }

@@ -144,7 +144,7 @@ export function checkRequest(request) {
   if (body !== null && body.length * 0.75 > LIMITS.requestBytes) {
     return { ok: false, reason: `The request body is larger than ${LIMITS.requestBytes / 1024 / 1024} MB.` };
   }
-  const asked = Number(request.timeoutMs);
+  const asked = Number(request.timeout_ms);
   const headersTimeoutMs = Number.isFinite(asked) && asked > 0
     ? Math.min(asked, LIMITS.maxHeadersTimeoutMs)
     : LIMITS.defaultHeadersTimeoutMs;

@@ -1,21 +1,9 @@
 // The bridge's service worker: performs HTTP requests for allowed pages, to the servers the
 // user let each page reach.
 //
-// A content script (content-script.js) opens one port named "agent_py-fetch" per request:
-//   content script -> here   {type: "fetch", request: {method, url, headers, body, timeoutMs}}
-//                            {type: "ping"}            keeps this worker alive while waiting
-//                            {type: "abort"}           the page stopped reading (then disconnects)
-//   here -> content script   {type: "head", status, headers, url}
-//                            {type: "chunk", data}     body bytes as base64, as they arrive
-//                            {type: "end"}
-//                            {type: "error", error: {kind, message}, silent}
-//                              kind: "refused" (a rule or the user said no), "network",
-//                              "timeout", "too-large"; silent: the page is not one of the
-//                              bridge's pages, so the content script tells it nothing
-// and sends one-off messages:
-//   content script -> here   {type: "hello"}  -> {version, allowed} for an added page, else null
-//   consent.html -> here     {type: "consent-question", id} -> {page, server, kind} or null
-//                            {type: "consent-answer", id, answer: "once"|"always"|"deny"|"no-permission"}
+// The messages (a runtime port per request from the content script, one-off messages for hello
+// and the consent prompt) are in protocol.js.
+//
 // Disconnecting the port (the page went away, or it aborted) aborts the fetch; so does a change
 // of the policy that no longer allows it (revoked, page removed, bridge paused).
 //
@@ -38,8 +26,10 @@ import {
   readPolicy,
   releaseAccess,
 } from "./policy.js";
+import "./protocol.js";
 
-const PORT_NAME = "agent_py-fetch";
+const { PORT_NAME, RuntimeMessage, extensionMessage, runtimeMessage, fromBase64, toBase64 } = globalThis.agentPyBridgeProtocol;
+
 const WEBREQUEST_WAIT_MS = 2_000; // for webRequest to report what fetch() already saw
 const WEBREQUEST_KEEP_MS = 10_000; // a report nobody asked for (the request was aborted) expires
 const HEADERS_TIMEOUT = "headers-timeout";
@@ -67,7 +57,8 @@ chrome.runtime.onInstalled.addListener(async () => {
   // Version 0.1 trusted two page origins from install and shared one server list among
   // pages; nothing of that is carried over: every page and server is asked for again.
   await chrome.storage.local.remove(["pageOrigins", "approvedTargets"]);
-  await syncContentScripts();
+  // Registrations outlive an update: made again, they load this version's files.
+  await syncContentScripts({ again: true });
 });
 
 chrome.action.onClicked.addListener(() => chrome.runtime.openOptionsPage());
@@ -75,10 +66,11 @@ chrome.action.onClicked.addListener(() => chrome.runtime.openOptionsPage());
 // --- the content script runs only on pages the user added --------------------------------------
 let scriptSync = Promise.resolve();
 
-function syncContentScripts() {
+function syncContentScripts({ again = false } = {}) {
   scriptSync = scriptSync
     .then(async () => {
       await trustedStorage;
+      if (again) await chrome.scripting.unregisterContentScripts();
       const { pages } = await readPolicy();
       const wanted = new Map(Object.keys(pages).map((origin) => [contentScriptId(origin), origin]));
       const registered = await chrome.scripting.getRegisteredContentScripts();
@@ -89,7 +81,7 @@ function syncContentScripts() {
       for (const [id, origin] of missing) {
         try {
           await chrome.scripting.registerContentScripts([
-            { id, matches: [originPattern(origin)], js: ["content-script.js"], runAt: "document_start", allFrames: false },
+            { id, matches: [originPattern(origin)], js: ["protocol.js", "content-script.js"], runAt: "document_start", allFrames: false },
           ]);
         } catch (error) {
           console.warn(`content script for ${origin}:`, error); // no host access to that page
@@ -302,15 +294,15 @@ async function consent(policy, page, server, kind, tabId, signal) {
 chrome.runtime.onMessage.addListener((message, sender, reply) => {
   if (sender.id !== chrome.runtime.id) return false;
   const fromExtensionPage = sender.origin === self.location.origin;
-  if (message?.type === "hello" && !fromExtensionPage) {
+  if (message?.type === RuntimeMessage.HELLO && !fromExtensionPage) {
     hello(sender).then(reply, () => reply(null));
     return true;
   }
   if (!fromExtensionPage) return false; // a content script may only say hello
   const prompt = prompts.get(message?.id);
-  if (message?.type === "consent-question") {
+  if (message?.type === RuntimeMessage.CONSENT_QUESTION) {
     reply(prompt ? { page: prompt.page, server: prompt.server, kind: prompt.kind } : null);
-  } else if (message?.type === "consent-answer" && prompt) {
+  } else if (message?.type === RuntimeMessage.CONSENT_ANSWER && prompt) {
     const answer = ["once", "always", "deny", "no-permission"].includes(message.answer) ? message.answer : "deny";
     recordAnswer(prompt, answer).then(() => reply({ ok: true }), () => reply({ ok: false }));
     return true;
@@ -327,24 +319,6 @@ async function hello(sender) {
   return { version: chrome.runtime.getManifest().version, allowed: !policy.paused };
 }
 
-// --- base64, for bodies crossing the JSON-only extension message channel ------------------------
-function toBase64(bytes) {
-  if (typeof bytes.toBase64 === "function") return bytes.toBase64();
-  let text = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
-  }
-  return btoa(text);
-}
-
-function fromBase64(text) {
-  if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(text);
-  const binary = atob(text);
-  const bytes = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-  return bytes;
-}
-
 class Refusal extends Error {
   constructor(message, kind = "refused") {
     super(message);
@@ -359,8 +333,8 @@ chrome.runtime.onConnect.addListener((port) => {
   let started = false;
   const abortByPage = { reason: PAGE_GONE };
   port.onMessage.addListener((message) => {
-    if (message?.type === "abort") abortByPage.reason = PAGE_STOPPED;
-    if (message?.type !== "fetch" || started) return; // pings only keep this worker awake
+    if (message?.type === RuntimeMessage.ABORT) abortByPage.reason = PAGE_STOPPED;
+    if (message?.type !== RuntimeMessage.FETCH || started) return; // pings only keep this worker awake
     started = true;
     relay(port, pageOrigin, message.request, abortByPage);
   });
@@ -419,9 +393,9 @@ async function relay(port, pageOrigin, request, abortByPage) {
     const response = await fetchHopByHop(request.url, checked, me, controller.signal, abort, () => abortReason, entry);
     entry.target = shortTarget(response.url);
     status = response.status;
-    send({ type: "head", status, headers: Object.fromEntries(response.headers), url: response.url });
+    send(extensionMessage.head(status, Object.fromEntries(response.headers), response.url));
     await streamBody(response, send, () => abortReason);
-    send({ type: "end" });
+    send(extensionMessage.end());
     entry.result = `HTTP ${response.status}`;
   } catch (error) {
     const failure = describeFailure(error, abortReason, request);
@@ -433,7 +407,7 @@ async function relay(port, pageOrigin, request, abortByPage) {
     } else if (abortReason?.startsWith(REVOKED)) {
       entry.result = `${status === null ? "" : `HTTP ${status}, then `}stopped: ${abortReason.slice(REVOKED.length)}`;
     }
-    send({ type: "error", error: failure, silent });
+    send(runtimeMessage.error(failure, silent));
   } finally {
     running.delete(id);
     inFlight -= 1;
@@ -523,7 +497,7 @@ async function streamBody(response, send, abortReason) {
       if (total > LIMITS.responseBytes) {
         throw new Refusal(`The answer is larger than ${LIMITS.responseBytes / 1024 / 1024} MB; it was cut off.`, "too-large");
       }
-      send({ type: "chunk", data: toBase64(value) });
+      send(extensionMessage.chunk(toBase64(value)));
     }
   } catch (error) {
     if (abortReason() || error instanceof Refusal) throw error;

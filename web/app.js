@@ -3,24 +3,13 @@
 // kept in IndexedDB (sessions.js) before anything is shown.
 import { RunView } from "./render.js";
 import { SessionStore, downloadJsonl } from "./sessions.js";
-import { JavaScriptSandbox } from "./sandbox-host.js";
-import { ExtensionRelay } from "./extension-relay.js";
 import { ServersPanel } from "./servers.js";
 import { UserPrompts, loadAuthRecords } from "./user-prompts.js";
+import { ToUI, toWorker } from "./protocol.js";
+import { ToolHost } from "./tool-host.js";
 
-const DEFAULT_SETTINGS = {
-  model: "Qwen3-4B-q4f16_1-MLC",
-  residency: "auto",
-  thinking: false,
-  context_window: 4096,
-  model_url: "",
-  model_lib_url: "",
-  engine: "auto",
-  cpu_model_url: "",
-  cpu_threads: 0,
-};
-// Settings read when the worker starts: changing them restarts the agent worker.
-const ENGINE_SETTINGS = ["engine", "cpu_model_url", "cpu_threads", "model_url", "model_lib_url"];
+// What the user changed in Settings, kept in this browser; every default, and every setting
+// in effect, comes from Python (agent_py/browser.py, PageSettings) in "ready" and "settings".
 const SETTINGS_KEY = "agent_py.settings";
 const STOP_GRACE_MS = 10_000; // a Stop the worker has not honoured by then restarts it
 
@@ -33,7 +22,6 @@ const ENGINES = ["auto", "webllm", "cpu", "scripted"];
 const engineOverride = ENGINES.includes(params.get("engine")) ? params.get("engine") : null;
 
 let worker = null;
-let sandbox = null;
 let store = null;
 let ready = false;
 let running = false;
@@ -45,15 +33,17 @@ let firstBootSettled;
 const firstBoot = new Promise((resolve) => { firstBootSettled = resolve; });
 const waiters = new Map(); // message type -> resolve, for the test hooks below
 
-function loadSettings() {
+function loadUserSettings() {
   try {
-    return { ...DEFAULT_SETTINGS, ...JSON.parse(localStorage.getItem(SETTINGS_KEY) || "{}") };
+    const stored = JSON.parse(localStorage.getItem(SETTINGS_KEY) || "{}");
+    return stored && typeof stored === "object" && !Array.isArray(stored) ? stored : {};
   } catch {
-    return { ...DEFAULT_SETTINGS };
+    return {};
   }
 }
 
-let settings = loadSettings();
+let userSettings = loadUserSettings();
+let settingsInfo = null; // {values, defaults, engine_fields, profile}, from the worker
 
 function setStatus(text) {
   $("status").textContent = text;
@@ -92,76 +82,69 @@ function onAgentEvent(event) {
   });
 }
 
-// --- MCP servers and the bridge extension --------------------------------------------------------
-// The panel edits the list and the worker connects it; the relay carries the worker's bridge
-// requests to the extension and the answers back (message formats: worker.js, http-bridge.js).
-const relay = new ExtensionRelay();
+// --- MCP servers, the bridge extension and the sandbox -------------------------------------------
+// The panel edits the list and the worker connects it; the tool host answers the worker's
+// sandbox runs and carries its bridge requests to the extension.
+const tools = new ToolHost();
 const serversPanel = new ServersPanel({
   onChange: (servers) => {
-    if (ready) worker.postMessage({ type: "mcp-servers", servers });
+    if (ready) worker.postMessage(toWorker.mcpServers(servers));
   },
   onReconnect: async (name) => {
-    await relay.detect({ again: true }); // the extension may have been set up meanwhile
-    if (ready) worker.postMessage({ type: "mcp-reconnect", name });
+    await tools.relay.detect({ again: true }); // the extension may have been set up meanwhile
+    if (ready) worker.postMessage(toWorker.mcpReconnect(name));
   },
   onForget: (name) => {
-    if (ready) worker.postMessage({ type: "mcp-forget", name });
+    if (ready) worker.postMessage(toWorker.mcpForget(name));
   },
 });
 // OAuth sign-in popups and elicitation forms for the MCP client (user-prompts.js).
 const userPrompts = new UserPrompts({ send: (message) => worker.postMessage(message), panel: serversPanel });
-relay.onPresence((presence) => serversPanel.setPresence(presence));
-relay.detect();
-
-function relayBridgeRequest({ id, request }) {
-  const target = worker; // a restarted worker must not get the old one's answers
-  const send = (message) => target.postMessage({ id, ...message });
-  relay.start(id, request, {
-    head: (status, headers) => send({ type: "bridge-head", status, headers }),
-    chunk: (chunk) => send({ type: "bridge-chunk", chunk }),
-    end: () => send({ type: "bridge-end" }),
-    error: (error) => send({ type: "bridge-error", error }),
-  });
-}
+tools.relay.onPresence((presence) => serversPanel.setPresence(presence));
+tools.relay.detect();
 
 // --- the worker ----------------------------------------------------------------------------------
 function startWorker() {
-  relay.abortAll(); // requests of a worker that is being replaced
-  worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
-  worker.onmessage = (message) => onWorkerMessage(message.data);
-  worker.onerror = (event) => {
+  tools.dropRequests(); // of a worker that is being replaced
+  const target = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
+  worker = target;
+  // Answers go to the worker that asked: a restarted one must not get the old one's.
+  const answer = (message) => target.postMessage(message);
+  target.onmessage = (message) => onWorkerMessage(message.data, answer);
+  target.onerror = (event) => {
     firstBootSettled();
     setStatus("Failed to start");
     showError(`The agent worker failed: ${event.message || "unknown error"}`);
   };
-  worker.postMessage({ type: "boot", settings, engine: engineOverride || settings.engine });
+  target.postMessage(toWorker.boot(userSettings, engineOverride));
 }
 
-function onWorkerMessage(message) {
+function onWorkerMessage(message, answer) {
   const waiter = waiters.get(message.type);
   if (waiter) {
     waiters.delete(message.type);
     waiter(message);
   }
+  if (tools.onWorkerMessage(message, answer) || userPrompts.onWorkerMessage(message)) return;
   switch (message.type) {
-    case "progress":
+    case ToUI.PROGRESS:
       return showProgress(message);
-    case "ready":
+    case ToUI.READY:
       return onReady(message);
-    case "warmed":
+    case ToUI.SETTINGS:
+      return showSettings(message.settings);
+    case ToUI.WARMED:
       window.agentApp.timings.warm_after_ready_ms = message.ms;
       return;
-    case "event":
+    case ToUI.EVENT:
       return onAgentEvent(message.event);
-    case "token":
+    case ToUI.TOKEN:
       $("live").textContent += message.text;
       return;
-    case "engine-note":
+    case ToUI.ENGINE_NOTE:
       $("live").textContent += `\n[${message.text}]\n`;
       return;
-    case "sandbox-run":
-      return runInSandbox(message);
-    case "run-finished":
+    case ToUI.RUN_FINISHED:
       clearTimeout(stopTimer);
       // After every queued event is stored and drawn, so a watcher of lastResult sees them all.
       eventQueue.then(() => {
@@ -171,19 +154,13 @@ function onWorkerMessage(message) {
         setRunning(false);
       });
       return;
-    case "models":
+    case ToUI.MODELS:
+      window.agentApp.prebuilt = message.prebuilt;
+      if (settingsInfo) showSettings(settingsInfo); // the model list grows by the prebuilt ones
       return showCachedModels(message.cached);
-    case "mcp-status":
+    case ToUI.MCP_STATUS:
       return serversPanel.setStatus(message.status);
-    case "mcp-authorize":
-    case "mcp-auth-save":
-    case "mcp-elicit":
-      return userPrompts.onWorkerMessage(message);
-    case "bridge-request":
-      return relayBridgeRequest(message);
-    case "bridge-abort":
-      return relay.abort(message.id);
-    case "error":
+    case ToUI.ERROR:
       showError(message.message);
       if (!ready) {
         setStatus("Failed to start");
@@ -208,11 +185,12 @@ function showProgress({ what, progress, text }) {
   if (!ready) setStatus(what === "pyodide" ? "Loading Python…" : "Loading packages…");
 }
 
-function onReady({ engine, timings }) {
+function onReady({ engine, timings, settings: info }) {
   ready = true;
   firstBootSettled();
   window.agentApp.timings = timings;
   window.agentApp.engine = engine;
+  showSettings(info);
   $("progress-python").value = 1;
   $("progress-python-text").textContent = `agent ready in ${(timings.agent_ready_ms / 1000).toFixed(1)} s`;
   if (engine.name === "scripted") {
@@ -225,18 +203,8 @@ function onReady({ engine, timings }) {
   }
   setStatus(engine.usable ? "Ready" : "Ready, but no model can run here");
   setRunning(false);
-  worker.postMessage({ type: "mcp-auth-records", records: loadAuthRecords() });
-  worker.postMessage({ type: "mcp-servers", servers: serversPanel.servers() });
-}
-
-async function runInSandbox({ id, code, timeoutMs, outputLimit }) {
-  let result;
-  try {
-    result = await sandbox.run(code, { timeoutMs, outputLimit });
-  } catch (error) {
-    result = { value: null, console: [], error: `The sandbox failed: ${error.message || error}`, timedOut: false, truncated: false };
-  }
-  worker.postMessage({ type: "sandbox-result", id, result });
+  worker.postMessage(toWorker.mcpAuthRecords(loadAuthRecords()));
+  worker.postMessage(toWorker.mcpServers(serversPanel.servers()));
 }
 
 // --- run and stop --------------------------------------------------------------------------------
@@ -246,13 +214,13 @@ function run(question) {
   $("live").textContent = "";
   setStatus("Running…");
   setRunning(true);
-  worker.postMessage({ type: "run", question });
+  worker.postMessage(toWorker.run(question));
 }
 
 function stop() {
   if (!running) return;
   setStatus("Stopping…");
-  worker.postMessage({ type: "stop" });
+  worker.postMessage(toWorker.stop());
   clearTimeout(stopTimer);
   stopTimer = setTimeout(() => {
     // The worker did not finish the run in time (a stuck engine): restart it rather than hang.
@@ -303,36 +271,46 @@ async function openSession(session) {
 }
 
 // --- settings ------------------------------------------------------------------------------------
-function fillSettingsForm() {
-  const models = [...new Set([settings.model, DEFAULT_SETTINGS.model, ...(window.agentApp.prebuilt || [])])];
-  $("setting-model").replaceChildren(...models.map((id) => new Option(id, id, false, id === settings.model)));
-  $("setting-residency").value = settings.residency;
-  $("setting-thinking").checked = settings.thinking;
-  $("setting-context").value = settings.context_window;
-  $("setting-model-url").value = settings.model_url;
-  $("setting-model-lib-url").value = settings.model_lib_url;
-  $("setting-engine").value = settings.engine;
-  $("setting-cpu-model-url").value = settings.cpu_model_url;
-  $("setting-cpu-threads").value = settings.cpu_threads;
+// The form's fields are named after the settings (PageSettings); what they show is what
+// Python says is in effect.
+function settingsFields() {
+  return [...$("settings-form").elements].filter((field) => field.name);
+}
+
+function showSettings(info) {
+  settingsInfo = info;
+  const { values } = info;
+  const models = [...new Set([values.model, info.defaults.model, ...(window.agentApp.prebuilt || [])])];
+  $("setting-model").replaceChildren(...models.map((id) => new Option(id, id, false, id === values.model)));
+  for (const field of settingsFields()) {
+    if (field.type === "checkbox") field.checked = Boolean(values[field.name]);
+    else field.value = values[field.name] ?? "";
+  }
+  $("save-settings").disabled = false;
+}
+
+function formValue(field) {
+  if (field.type === "checkbox") return field.checked;
+  if (field.type === "number") return field.value === "" ? settingsInfo.defaults[field.name] : Number(field.value);
+  return field.value.trim();
 }
 
 function saveSettings(event) {
   event.preventDefault();
-  const before = settings;
-  settings = {
-    ...settings,
-    model: $("setting-model").value,
-    residency: $("setting-residency").value,
-    thinking: $("setting-thinking").checked,
-    context_window: Number($("setting-context").value) || DEFAULT_SETTINGS.context_window,
-    model_url: $("setting-model-url").value.trim(),
-    model_lib_url: $("setting-model-lib-url").value.trim(),
-    engine: $("setting-engine").value,
-    cpu_model_url: $("setting-cpu-model-url").value.trim(),
-    cpu_threads: Number($("setting-cpu-threads").value) || 0,
-  };
-  localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings));
-  const restart = ENGINE_SETTINGS.some((key) => before[key] !== settings[key]);
+  if (!settingsInfo) return; // the button is enabled once the worker sent them
+  const { values: before, defaults, engine_fields: engineFields } = settingsInfo;
+  const wanted = { ...before };
+  for (const field of settingsFields()) wanted[field.name] = formValue(field);
+  // Only what differs from the defaults is kept, so a changed default reaches this user too;
+  // settings the form does not show (set by tests and scripts) stay as they were.
+  const kept = { ...userSettings };
+  for (const field of settingsFields()) {
+    if (wanted[field.name] === defaults[field.name]) delete kept[field.name];
+    else kept[field.name] = wanted[field.name];
+  }
+  userSettings = kept;
+  localStorage.setItem(SETTINGS_KEY, JSON.stringify(userSettings));
+  const restart = engineFields.some((key) => before[key] !== wanted[key]);
   if (restart && !running) {
     $("settings-saved").textContent = "Saved. Restarting the agent with the new engine settings…";
     worker.terminate();
@@ -344,7 +322,7 @@ function saveSettings(event) {
   $("settings-saved").textContent = restart
     ? "Saved. Engine changes apply when this run ends and the page is reloaded."
     : "Saved. Model changes apply from the next run.";
-  if (ready) worker.postMessage({ type: "configure", settings });
+  if (ready) worker.postMessage(toWorker.configure(userSettings));
 }
 
 function showCachedModels(cached) {
@@ -358,7 +336,7 @@ function showCachedModels(cached) {
       const li = document.createElement("li");
       const remove = Object.assign(document.createElement("button"), { type: "button", textContent: "Delete" });
       remove.setAttribute("aria-label", `Delete cached model ${id}`);
-      remove.onclick = () => worker.postMessage({ type: "delete-model", id });
+      remove.onclick = () => worker.postMessage(toWorker.deleteModel(id));
       li.append(`${id} `, remove);
       return li;
     }),
@@ -366,22 +344,25 @@ function showCachedModels(cached) {
 }
 
 // --- hooks for tests and scripts -----------------------------------------------------------------
-function request(type, message = {}) {
+function request(message, answerType) {
   return new Promise((resolve) => {
-    waiters.set(type, resolve);
-    worker.postMessage({ type, ...message });
+    waiters.set(answerType, resolve);
+    worker.postMessage(message);
   });
 }
 
 window.agentApp = {
-  settings: () => ({ ...settings }),
+  /** Every setting in effect (null before the worker has started). */
+  settings: () => (settingsInfo ? { ...settingsInfo.values } : null),
+  /** The same with the defaults, which settings restart the worker, and the model profile. */
+  settingsInfo: () => settingsInfo,
   /** Replies for the scripted test engine (only with ?engine=scripted). */
-  setScript: (replies) => worker.postMessage({ type: "script", replies }),
-  engineCounts: async () => (await request("engine-counts")).counts,
+  setScript: (replies) => worker.postMessage(toWorker.script(replies)),
+  engineCounts: async () => (await request(toWorker.engineCounts(), ToUI.ENGINE_COUNTS)).counts,
   /** The MCP servers list (as saved) and a way to replace it, like editing the panel. */
   mcpServers: () => serversPanel.servers(),
   setMcpServers: (servers) => serversPanel.setServers(servers),
-  bridgePresence: () => relay.presence,
+  bridgePresence: () => tools.relay.presence,
   run,
   stop,
 };
@@ -394,13 +375,12 @@ async function main() {
   });
   $("stop").addEventListener("click", stop);
   $("settings-form").addEventListener("submit", saveSettings);
-  $("refresh-models").addEventListener("click", () => worker.postMessage({ type: "models" }));
-  fillSettingsForm();
+  $("refresh-models").addEventListener("click", () => worker.postMessage(toWorker.models()));
 
   startWorker();
   // The sandbox frame is made once the agent has booted, before any run can ask for it: made
   // at load, its document and scripts took the main thread for up to ~80 ms during the boot.
-  firstBoot.then(() => { sandbox = new JavaScriptSandbox(); });
+  firstBoot.then(() => tools.startSandbox());
 
   try {
     store = await SessionStore.open();

@@ -2,22 +2,15 @@
 // worker's bridge requests (http-bridge.js) to the extension's content script and streams
 // the answer back. It holds no policy: the extension decides what may be fetched.
 //
-// The content script listens on this window for messages on the channel "agent_py-bridge"
-// from this page's own origin; each message carries a MessagePort for the answer, so nothing
-// is broadcast to other frames:
-//   {channel, type: "hello"}           port <- {type: "hello", version, allowed, origin}
-//   {channel, type: "fetch", request}  port <- {type: "head", status, headers, url}
-//                                              {type: "chunk", data}  (base64)
-//                                              {type: "end"} | {type: "error", error: {kind, message}}
-//   port -> {type: "abort"}            the extension aborts the fetch
-// The extension answers only pages the user added in its options (allowed: false means it is
-// paused); for any other page it stays silent, exactly as when it is not installed. Each
-// server a page asks for is allowed or denied by the user in the extension's own window, while
-// the request waits. The content script announces itself with {channel, type: "ready"} when it
-// starts, so a page that asked too early asks again. When the page goes away, every request is aborted (the
-// content script's connection to the extension closes with the page, which aborts too).
+// The messages are in protocol.js (EXTENSION_*). The extension answers only pages the user
+// added in its options (allowed: false means it is paused); for any other page it stays
+// silent, exactly as when it is not installed. Each server a page asks for is allowed or
+// denied by the user in the extension's own window, while the request waits. A page that
+// asked before the content script started asks again when it announces itself. When the page
+// goes away, every request is aborted (the content script's connection to the extension
+// closes with the page, which aborts too).
+import { EXTENSION_CHANNEL, ExtensionMessage, extensionMessage } from "./protocol.js";
 
-const CHANNEL = "agent_py-bridge";
 const HELLO_TIMEOUT_MS = 1_000;
 
 export const NO_EXTENSION = {
@@ -35,7 +28,7 @@ export class ExtensionRelay {
 
   constructor() {
     window.addEventListener("message", (event) => {
-      if (event.source !== window || event.data?.channel !== CHANNEL || event.data.type !== "ready") return;
+      if (event.source !== window || event.data?.channel !== EXTENSION_CHANNEL || event.data.type !== ExtensionMessage.READY) return;
       this.detect({ again: true });
     });
     window.addEventListener("pagehide", () => this.abortAll());
@@ -68,7 +61,7 @@ export class ExtensionRelay {
         const { version = null, allowed = false } = event.data || {};
         resolve({ present: true, allowed: Boolean(allowed), version, origin: location.origin });
       };
-      window.postMessage({ channel: CHANNEL, type: "hello" }, location.origin, [channel.port2]);
+      window.postMessage(extensionMessage.hello(), location.origin, [channel.port2]);
     }).then((presence) => {
       this.#presence = presence;
       if (this.#detecting === check) this.#detecting = null;
@@ -98,17 +91,17 @@ export class ExtensionRelay {
     };
     port.onmessage = (event) => {
       const message = event.data || {};
-      if (message.type === "head") on.head(message.status, message.headers || {});
-      else if (message.type === "chunk") on.chunk(message.data);
-      else if (message.type === "end") {
+      if (message.type === ExtensionMessage.HEAD) on.head(message.status, message.headers || {});
+      else if (message.type === ExtensionMessage.CHUNK) on.chunk(message.chunk);
+      else if (message.type === ExtensionMessage.END) {
         finish();
         on.end();
-      } else if (message.type === "error") {
+      } else if (message.type === ExtensionMessage.ERROR) {
         finish();
         on.error(message.error || { kind: "network", message: "The bridge failed." });
       }
     };
-    window.postMessage({ channel: CHANNEL, type: "fetch", request }, location.origin, [channel.port2]);
+    window.postMessage(extensionMessage.fetch(request), location.origin, [channel.port2]);
   }
 
   /** Aborts one request (the worker stopped reading, or its task was cancelled). */
@@ -116,7 +109,7 @@ export class ExtensionRelay {
     const port = this.#open.get(id);
     if (!port) return;
     this.#open.delete(id);
-    port.postMessage({ type: "abort" });
+    port.postMessage(extensionMessage.abort());
     port.close();
   }
 

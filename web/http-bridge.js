@@ -1,48 +1,24 @@
 // HTTP for the MCP client (agent_py.mcp.browser_transport), in the agent worker.
 //
-// The worker registers `api` as the Pyodide module "agent_http". Its methods take and return
-// JSON strings and never reject (see browser_transport.py for the Python side):
-//   start(requestJson) -> {ok: true, id, status, headers} | {ok: false, error: {kind, message}}
-//       request: {id, mode: "fetch" | "bridge", method, url, headers, body (base64 | null),
-//                 timeout_ms (for the status line and headers; null: none)}
-//   read(id)           -> {ok: true, chunk (base64)} | {ok: true, done: true} | {ok: false, error}
-//   abort(id)          stops a request in any state; unknown ids are ignored
-// Error kinds: "blocked" (fetch rejected: CORS, or no connection; fetch cannot tell which),
-// "network", "timeout", "no-bridge", "refused".
+// The worker registers `api` as the Pyodide module "agent_http": start(requestJson),
+// read(id) and abort(id) take and return JSON strings and never reject. The JSON is typed on
+// the Python side (BridgeRequest, StartReply, ReadReply in agent_py/mcp/browser_transport.py,
+// with the error kinds); this file reads and writes the same names.
 //
 // mode "fetch": this worker's own fetch (AbortController, streamed reader). It works only
 // for servers that send CORS headers; the page is cross-origin isolated, which CORS-mode
 // requests satisfy.
-// mode "bridge": the companion extension, reached through the UI thread (extension-relay.js):
-//   worker -> UI   {type: "bridge-request", id, request: {method, url, headers, body, timeoutMs}}
-//                  {type: "bridge-abort", id}
-//   UI -> worker   {type: "bridge-head", id, status, headers}
-//                  {type: "bridge-chunk", id, chunk}          base64, in order
-//                  {type: "bridge-end", id}
-//                  {type: "bridge-error", id, error: {kind, message}}
-// The extension streams the body as it arrives; chunks wait here until Python reads them.
+// mode "bridge": the companion extension, reached through the UI thread (tool-host.js): a
+// bridge-request goes out, bridge-head, bridge-chunk (in order), then bridge-end or
+// bridge-error come back (protocol.js). The extension streams the body as it arrives; chunks
+// wait here until Python reads them.
+import { ToWorker, fromBase64, toBase64, toUI } from "./protocol.js";
 
 const BRIDGE_GRACE_MS = 5_000; // beyond the request's own limit, in case the UI thread is gone
+const BRIDGE_ANSWERS = new Set([ToWorker.BRIDGE_HEAD, ToWorker.BRIDGE_CHUNK, ToWorker.BRIDGE_END, ToWorker.BRIDGE_ERROR]);
 
 const ok = (extra = {}) => JSON.stringify({ ok: true, ...extra });
 const failed = (kind, message) => JSON.stringify({ ok: false, error: { kind, message } });
-
-export function toBase64(bytes) {
-  if (typeof bytes.toBase64 === "function") return bytes.toBase64();
-  let text = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
-  }
-  return btoa(text);
-}
-
-export function fromBase64(text) {
-  if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(text);
-  const binary = atob(text);
-  const bytes = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-  return bytes;
-}
 
 function originOf(url) {
   try {
@@ -139,17 +115,7 @@ export function createHttpBridge(post) {
           resolve(failed("timeout", `${originOf(request.url)} did not answer in time.`));
         }, request.timeout_ms + BRIDGE_GRACE_MS);
       }
-      post({
-        type: "bridge-request",
-        id,
-        request: {
-          method: request.method,
-          url: request.url,
-          headers: request.headers,
-          body: request.body ?? null,
-          timeoutMs: request.timeout_ms ?? null,
-        },
-      });
+      post(toUI.bridgeRequest(id, request));
     });
   }
 
@@ -181,7 +147,7 @@ export function createHttpBridge(post) {
       return;
     }
     clearTimeout(state.timer);
-    post({ type: "bridge-abort", id });
+    post(toUI.bridgeAbort(id));
     state.head?.(failed("network", "The request was aborted."));
     state.head = null;
     state.waiter?.(failed("network", "The request was aborted."));
@@ -216,22 +182,22 @@ export function createHttpBridge(post) {
 
   /** Handles a bridge-* message from the UI thread; false for any other message. */
   function onMessage(message) {
-    if (!message.type?.startsWith("bridge-")) return false;
+    if (!BRIDGE_ANSWERS.has(message.type)) return false;
     const state = requests.get(message.id);
     if (!state || state.kind !== "bridge") return true; // aborted meanwhile: drop it
     switch (message.type) {
-      case "bridge-head":
+      case ToWorker.BRIDGE_HEAD:
         clearTimeout(state.timer);
         state.head?.(ok({ id: message.id, status: message.status, headers: message.headers || {} }));
         state.head = null;
         break;
-      case "bridge-chunk":
+      case ToWorker.BRIDGE_CHUNK:
         state.chunks.push(message.chunk);
         break;
-      case "bridge-end":
+      case ToWorker.BRIDGE_END:
         state.done = true;
         break;
-      case "bridge-error":
+      case ToWorker.BRIDGE_ERROR:
         clearTimeout(state.timer);
         if (state.head) {
           requests.delete(message.id);

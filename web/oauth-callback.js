@@ -2,8 +2,10 @@
 // the page). It hands its own URL (code and state, or an error) to the page that opened the
 // popup, over a BroadcastChannel of this origin: the opener link does not survive the
 // cross-origin navigation when the page is cross-origin isolated. user-prompts.js listens.
-const channel = new BroadcastChannel("agent_py.oauth");
-channel.postMessage({ type: "oauth-callback", url: location.href });
+import { OAUTH_CHANNEL, oauthCallback } from "./protocol.js";
+
+const channel = new BroadcastChannel(OAUTH_CHANNEL);
+channel.postMessage(oauthCallback(location.href));
 channel.close();
 document.getElementById("message").textContent = "Signed in. You can close this window.";
 window.close();

@@ -7,6 +7,8 @@
 // sandbox.html): opaque origin, strict CSP, hard timeout. This module only creates the frame,
 // matches answers to requests, and replaces the frame if it ever stops answering.
 
+import { SandboxMessage, sandboxRun } from "./protocol.js";
+
 const FRAME_URL = new URL("./sandbox.html", import.meta.url);
 const READY_TIMEOUT_MS = 10_000;
 // Slack beyond the run's own timeout before we decide the frame itself is gone: the frame needs
@@ -70,7 +72,7 @@ export class JavaScriptSandbox {
       }, timeoutMs + FRAME_MARGIN_MS);
       this.#pending.set(id, { resolve, timer });
       this.#iframe.contentWindow.postMessage(
-        { type: "run", id, code: String(code), timeoutMs, outputLimit },
+        sandboxRun(id, String(code), timeoutMs, outputLimit),
         "*", // an opaque origin cannot be named; the code is no secret from its own sandbox
       );
     });
@@ -86,11 +88,11 @@ export class JavaScriptSandbox {
   #onMessage = (event) => {
     if (!this.#iframe || event.source !== this.#iframe.contentWindow) return;
     const message = event.data ?? {};
-    if (message.type === "ready") {
+    if (message.type === SandboxMessage.READY) {
       this.#markReady?.();
       return;
     }
-    const pending = message.type === "result" && this.#pending.get(message.id);
+    const pending = message.type === SandboxMessage.RESULT && this.#pending.get(message.id);
     if (!pending) return;
     this.#pending.delete(message.id);
     clearTimeout(pending.timer);

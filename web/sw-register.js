@@ -9,6 +9,8 @@
 // It resolves once the newest version is active and controls the page. A first visit (or a new
 // version) precaches about 32 MB first; call it without awaiting it before booting.
 
+import { ServiceWorkerMessage, cacheExtra } from "./protocol.js";
+
 const SW_URL = new URL("./sw.js", import.meta.url);
 const SCOPE = new URL("./", import.meta.url).href;
 const MANIFEST_URL = new URL("./vendor/manifest.json", import.meta.url);
@@ -83,8 +85,8 @@ async function untilControlled() {
 
 /**
  * Register ./sw.js (classic script, scope ./) and resolve once it is active.
- * onProgress receives the worker's {type: "sw-progress", done, total, bytes, totalBytes, file}
- * and, at the end of an install, {type: "sw-installed", files, bytes, reused, skipped, ms}.
+ * onProgress receives the worker's progress messages and, at the end of an install, its
+ * summary (protocol.js, ServiceWorkerMessage).
  * Resolves to {registration, vendorVersion, installed (a version was installed by this call),
  * controlled (this page's requests now go through it)}; rejects with an Error saying why.
  */
@@ -98,9 +100,9 @@ export async function registerServiceWorker({ onProgress } = {}) {
   const summary = new Promise((resolve) => { summarized = resolve; });
   const listen = (event) => {
     const data = event.data ?? {};
-    if (data.type === "sw-error") error = data.message;
-    if (data.type === "sw-progress" || data.type === "sw-installed") onProgress?.(data);
-    if (data.type === "sw-installed") summarized();
+    if (data.type === ServiceWorkerMessage.ERROR) error = data.message;
+    if (data.type === ServiceWorkerMessage.PROGRESS || data.type === ServiceWorkerMessage.INSTALLED) onProgress?.(data);
+    if (data.type === ServiceWorkerMessage.INSTALLED) summarized();
   };
   navigator.serviceWorker.addEventListener("message", listen);
   navigator.serviceWorker.startMessages(); // else messages wait for the end of parsing
@@ -135,7 +137,7 @@ export async function cacheForOffline(urls) {
   const { port1, port2 } = new MessageChannel();
   const reply = new Promise((resolve) => { port1.onmessage = (event) => resolve(event.data); });
   registration.active.postMessage(
-    { type: "sw-cache-extra", urls: urls.map((url) => new URL(url, document.baseURI).href) },
+    cacheExtra(urls.map((url) => new URL(url, document.baseURI).href)),
     [port2],
   );
   const answer = await reply;

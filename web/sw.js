@@ -18,15 +18,11 @@
 // version by itself; shell files refresh themselves (network first). Bump APP_VERSION only
 // when this file's caching rules change.
 //
-// Messages to pages (all window clients of this origin, controlled or not):
-//   {type: "sw-progress", cache, done, total, bytes, totalBytes, file}  while precaching
-//   {type: "sw-installed", cache, files, bytes, reused, skipped, ms}    precache finished
-//   {type: "sw-error", cache, message}                                  install failed
-// Messages from pages: {type: "sw-cache-extra", urls} (reply on the transferred port:
-//   {ok, cached} or {ok: false, error}) adds same-origin files outside the shell, such as a
-//   dev page, to this version's cache.
+// Its messages to pages and from them are protocol.js's ServiceWorkerMessage; this classic
+// script cannot import that module, so it writes the same names (tests/web/test_protocol.py
+// checks them).
 
-const APP_VERSION = "1";
+const APP_VERSION = "2";
 const CACHE_PREFIX = "agent_py-";
 const VENDOR_VERSION = new URL(self.location.href).searchParams.get("v");
 const CACHE_NAME = `${CACHE_PREFIX}${APP_VERSION}-${VENDOR_VERSION}`;
@@ -42,6 +38,8 @@ const SHELL_FILES = [
   "style.css",
   "render.js",
   "worker.js",
+  "protocol.js",
+  "tool-host.js",
   "python-boot.js",
   "sandbox.html",
   "sandbox-host.js",

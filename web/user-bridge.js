@@ -1,51 +1,43 @@
 // What the MCP client needs from the user (agent_py.mcp.browser_user), in the agent worker:
 // OAuth sign-in through a popup, kept tokens, and elicitation forms. The UI thread does the
-// showing (user-prompts.js); this side only passes messages.
+// showing (user-prompts.js); this side only passes messages (mcp-authorize, mcp-auth-save and
+// mcp-elicit out; mcp-authorized and mcp-elicited back: protocol.js).
 //
-// The worker registers `api` as the Pyodide module "agent_user". Its methods take and return
-// JSON strings and never reject:
-//   callbackUrl                  the page's OAuth redirect URI (oauth-callback.html)
-//   authorize(requestJson)   -> {ok: true, url} | {ok: false, error}
-//                               request: {server, url}; url: where the callback page landed
-//   saveAuth(recordJson)         {url, record | null}: keep or drop a server's tokens
-//   elicit(formJson)         -> {action: "accept" | "decline" | "cancel", content?}
-// Messages:
-//   worker -> UI   {type: "mcp-authorize", id, server, url}
-//                  {type: "mcp-auth-save", url, record}
-//                  {type: "mcp-elicit", id, form}
-//   UI -> worker   {type: "mcp-authorized", id, url} | {type: "mcp-authorized", id, error}
-//                  {type: "mcp-elicited", id, answer}
+// The worker registers `api` as the Pyodide module "agent_user": callbackUrl, authorize,
+// saveAuth and elicit take and return JSON strings and never reject, as
+// agent_py/mcp/browser_user.py describes.
+import { ToWorker, toUI } from "./protocol.js";
 
 export function createUserBridge(post) {
   const pending = new Map(); // id -> resolve
   let nextId = 1;
-  const ask = (message) =>
+  const ask = (makeMessage) =>
     new Promise((resolve) => {
       const id = nextId++;
       pending.set(id, resolve);
-      post({ ...message, id });
+      post(makeMessage(id));
     });
 
   const api = {
     callbackUrl: new URL("./oauth-callback.html", import.meta.url).href,
     async authorize(requestJson) {
       const { server, url } = JSON.parse(requestJson);
-      const reply = await ask({ type: "mcp-authorize", server, url });
+      const reply = await ask((id) => toUI.mcpAuthorize(id, server, url));
       return JSON.stringify(reply.url ? { ok: true, url: reply.url } : { ok: false, error: reply.error || "cancelled" });
     },
     saveAuth(recordJson) {
       const { url, record } = JSON.parse(recordJson);
-      post({ type: "mcp-auth-save", url, record });
+      post(toUI.mcpAuthSave(url, record));
     },
     async elicit(formJson) {
-      const reply = await ask({ type: "mcp-elicit", form: JSON.parse(formJson) });
+      const reply = await ask((id) => toUI.mcpElicit(id, JSON.parse(formJson)));
       return JSON.stringify(reply.answer || { action: "cancel" });
     },
   };
 
   /** Handles the UI thread's answers; true when the message was one of them. */
   function onMessage(message) {
-    if (message.type !== "mcp-authorized" && message.type !== "mcp-elicited") return false;
+    if (message.type !== ToWorker.MCP_AUTHORIZED && message.type !== ToWorker.MCP_ELICITED) return false;
     const resolve = pending.get(message.id);
     pending.delete(message.id);
     resolve?.(message);

@@ -1,15 +1,16 @@
 // The user's part of MCP in the page (UI thread): OAuth sign-in popups, the tokens they
-// yield, and elicitation forms. The worker side is user-bridge.js (message formats there).
+// yield, and elicitation forms. The worker side is user-bridge.js (messages: protocol.js).
 //
 // Sign-in: a popup may only open on the user's click, so a server that needs authorization
 // gets a "Sign in" button in the servers panel; the popup goes to the authorization server,
-// which sends it back to oauth-callback.html, which broadcasts its URL on the
-// "agent_py.oauth" channel. The answer goes to the request whose `state` it carries.
+// which sends it back to oauth-callback.html, which broadcasts its URL (protocol.js,
+// OAUTH_CHANNEL). The answer goes to the request whose `state` it carries.
 // Tokens are kept per server URL in localStorage (this browser only, like the servers'
 // tokens) and can be forgotten from the panel. They are never logged.
 
+import { OAUTH_CALLBACK, OAUTH_CHANNEL, ToUI, toWorker } from "./protocol.js";
+
 const AUTH_KEY = "agent_py.mcp_auth";
-const CHANNEL = "agent_py.oauth";
 
 function stateOf(url) {
   try {
@@ -43,7 +44,7 @@ export class UserPrompts {
   #send;
   #panel;
   #signIns = new Map(); // state -> {id, server}
-  #channel = new BroadcastChannel(CHANNEL);
+  #channel = new BroadcastChannel(OAUTH_CHANNEL);
 
   /** `send(message)` posts to the worker; `panel` is the ServersPanel. */
   constructor({ send, panel }) {
@@ -55,13 +56,13 @@ export class UserPrompts {
   /** Handles the worker's messages of this module; true when it was one. */
   onWorkerMessage(message) {
     switch (message.type) {
-      case "mcp-authorize":
+      case ToUI.MCP_AUTHORIZE:
         this.#authorize(message);
         return true;
-      case "mcp-auth-save":
+      case ToUI.MCP_AUTH_SAVE:
         this.#save(message.url, message.record);
         return true;
-      case "mcp-elicit":
+      case ToUI.MCP_ELICIT:
         this.#elicit(message);
         return true;
       default:
@@ -82,7 +83,7 @@ export class UserPrompts {
   }
 
   #callback(data) {
-    if (data?.type !== "oauth-callback") return;
+    if (data?.type !== OAUTH_CALLBACK) return;
     const state = stateOf(data.url);
     if (this.#signIns.has(state)) this.#finish(state, { url: data.url });
   }
@@ -92,7 +93,7 @@ export class UserPrompts {
     if (!signIn) return;
     this.#signIns.delete(state);
     this.#panel.setSignIn(signIn.server, null);
-    this.#send({ type: "mcp-authorized", id: signIn.id, ...answer });
+    this.#send(toWorker.mcpAuthorized(signIn.id, answer));
   }
 
   #save(url, record) {
@@ -122,7 +123,7 @@ export class UserPrompts {
       const answer = { action };
       if (action === "accept") answer.content = Object.fromEntries(inputs.map((read) => read()).filter((entry) => entry));
       dialog.remove();
-      this.#send({ type: "mcp-elicited", id, answer });
+      this.#send(toWorker.mcpElicited(id, answer));
     });
     dialog.showModal();
   }

@@ -1,42 +1,11 @@
 // The agent worker: Pyodide, agent_py and the model engine live here, off the UI thread.
-//
-// Messages from the UI thread:
-//   {type: "boot", settings, engine: "auto" | "webllm" | "cpu" | "scripted"}
-//   {type: "configure", settings}          settings take effect from the next run
-//   {type: "run", question}                 one task; events stream back as they happen
-//   {type: "stop"}                          cancel the run and interrupt the generation
-//   {type: "script", replies}               scripted test engine only
-//   {type: "sandbox-result", id, result}    answer to a sandbox-run request
-//   {type: "engine-counts"}                 reloads/unloads so far
-//   {type: "models"} / {type: "delete-model", id}
-//   {type: "mcp-servers", servers}          the MCP servers panel's list (MCPServerConfig JSON)
-//   {type: "mcp-reconnect", name}           connect one server again
-//   {type: "mcp-auth-records", records} / {type: "mcp-forget", name}
-//                                           kept OAuth tokens; forget a server's sign-in
-//   {type: "mcp-authorized" | "mcp-elicited", id, ...}   the user's answers (user-bridge.js)
-//   {type: "bridge-head" | "bridge-chunk" | "bridge-end" | "bridge-error", id, ...}
-//                                           the extension's answer (see http-bridge.js)
-// Messages to the UI thread:
-//   {type: "progress", what: "pyodide" | "packages" | "model", progress: 0..1, text}
-//   {type: "ready", engine: {name, label, usable, reason}, gpu, timings}
-//   {type: "warmed", ms}                    after "ready": what the first task imports is in
-//   {type: "event", event}                  an agent event (JSONL history record)
-//   {type: "token", purpose, step, text}    streamed model output
-//   {type: "engine-note", purpose, step, text}   the engine's remark on a call, for the live
-//                                           view (e.g. thinking turned off for a schema call)
-//   {type: "run-finished", result, counts, step_overhead_ms}   step_overhead_ms: per step, the
-//                                           run's time outside the engine (see stepClock)
-//   {type: "sandbox-run", id, code, timeoutMs, outputLimit}
-//   {type: "engine-counts", counts} / {type: "models", prebuilt, cached}
-//   {type: "mcp-status", status}            one MCP server's state: {name, url, state, error,
-//                                           tool_count, tools, protocol_version, server_name}
-//   {type: "bridge-request", id, request} / {type: "bridge-abort", id}   to the extension
-//   {type: "mcp-authorize" | "mcp-auth-save" | "mcp-elicit", ...}   to the user (user-bridge.js)
-//   {type: "error", message}
+// The messages it takes and sends are in protocol.js (ToWorker, ToUI); Python's side of the
+// bridge below is typed in agent_py/browser.py.
 import { startPython } from "./python-boot.js";
 import { describeEngineError } from "./engines/errors.js";
 import { chooseEngine, detectWebGPU, f32Variant, needsShaderF16 } from "./engines/gpu.js";
 import { createHttpBridge } from "./http-bridge.js";
+import { ToWorker, toUI } from "./protocol.js";
 import { createUserBridge } from "./user-bridge.js";
 
 const PYODIDE_URL = new URL("./vendor/pyodide/", import.meta.url).href;
@@ -45,7 +14,8 @@ let pyodide = null;
 let page = null; // agent_py.browser.PageSession (a PyProxy, kept for the worker's lifetime)
 let engine = null;
 let engineInfo = null;
-let settingsNow = {}; // the UI's settings as last sent (boot or configure)
+let userSettings = {}; // what the user changed, as the UI last sent it (boot or configure)
+let settingsNow = null; // every setting in effect (PageSettings, from Python)
 let running = false;
 const pendingSandbox = new Map();
 let nextSandboxId = 1;
@@ -103,12 +73,12 @@ const failed = (error) => JSON.stringify({ ok: false, error: describeEngineError
 const bridge = {
   async engineReload(model) {
     try {
-      post({ type: "progress", what: "model", progress: 0, text: `Loading ${model}…` });
+      post(toUI.progress("model", 0, `Loading ${model}…`));
       await engineTime(() => engine.reload(model));
-      post({ type: "progress", what: "model", progress: 1, text: `${model} loaded` });
+      post(toUI.progress("model", 1, `${model} loaded`));
       return ok();
     } catch (error) {
-      post({ type: "progress", what: "model", progress: 0, text: "Model load failed" });
+      post(toUI.progress("model", 0, "Model load failed"));
       return failed(error);
     }
   },
@@ -131,8 +101,8 @@ const bridge = {
   async engineChat(messagesJson, callJson) {
     const call = JSON.parse(callJson);
     try {
-      const onToken = (text) => post({ type: "token", purpose: call.purpose, step: call.step, text });
-      const onNote = (text) => post({ type: "engine-note", purpose: call.purpose, step: call.step, text });
+      const onToken = (text) => post(toUI.token(call.purpose, call.step, text));
+      const onNote = (text) => post(toUI.engineNote(call.purpose, call.step, text));
       const messages = JSON.parse(messagesJson);
       return ok(await engineTime(() => engine.chat(messages, call, onToken, onNote)));
     } catch (error) {
@@ -143,13 +113,13 @@ const bridge = {
     const id = nextSandboxId++;
     return new Promise((resolve) => {
       pendingSandbox.set(id, resolve);
-      post({ type: "sandbox-run", id, code, timeoutMs, outputLimit });
+      post(toUI.sandboxRun(id, code, timeoutMs, outputLimit));
     });
   },
   emit(eventJson) {
     const event = JSON.parse(eventJson);
     stepClock.onEvent(event.type);
-    post({ type: "event", event });
+    post(toUI.event(event));
   },
 };
 
@@ -158,21 +128,21 @@ const bridge = {
 // UI thread) and reports server states through bridge.mcpStatus.
 const httpBridge = createHttpBridge(post);
 const userBridge = createUserBridge(post); // OAuth sign-in and forms, as "agent_user"
-bridge.mcpStatus = (statusJson) => post({ type: "mcp-status", status: JSON.parse(statusJson) });
+bridge.mcpStatus = (statusJson) => post(toUI.mcpStatus(JSON.parse(statusJson)));
 
 async function handleMcpMessage(message) {
   if (httpBridge.onMessage(message) || userBridge.onMessage(message)) return true;
   switch (message.type) {
-    case "mcp-auth-records":
+    case ToWorker.MCP_AUTH_RECORDS:
       page?.set_auth_records(JSON.stringify(message.records || {}));
       return true;
-    case "mcp-forget":
+    case ToWorker.MCP_FORGET:
       if (page) await page.forget_sign_in(message.name);
       return true;
-    case "mcp-servers":
+    case ToWorker.MCP_SERVERS:
       if (page) await page.configure_servers(JSON.stringify(message.servers || []));
       return true;
-    case "mcp-reconnect":
+    case ToWorker.MCP_RECONNECT:
       if (page) await page.reconnect_server(message.name);
       return true;
     default:
@@ -182,8 +152,7 @@ async function handleMcpMessage(message) {
 // --- end of MCP servers ------------------------------------------------------------------------
 
 // "auto": WebLLM on a usable GPU (a hardware adapter), otherwise the CPU engine, saying why.
-async function createEngine(choice, settings) {
-  const gpu = await detectWebGPU();
+async function createEngine(choice, settings, gpu) {
   if (choice === "scripted") {
     const { ScriptedEngine } = await import("./engines/scripted.js");
     const scripted = new ScriptedEngine();
@@ -196,16 +165,16 @@ async function createEngine(choice, settings) {
 }
 
 async function createCpuEngine(gpu, settings, chosenForLackOfGpu) {
-  const { WllamaEngine, cpuEngineInfo, DEFAULT_CPU_MODEL } = await import("./engines/wllama.js");
+  const { WllamaEngine, cpuEngineInfo } = await import("./engines/wllama.js");
   const cpuInfo = cpuEngineInfo();
   const cpu = new WllamaEngine({
     contextWindow: settings.context_window,
-    threads: Number(settings.cpu_threads) || undefined,
+    threads: settings.cpu_threads || undefined, // 0: the engine's choice
     // A fixed seed and a low temperature: a small model wanders at the default temperature,
     // and the same task then gives the same run, which makes problems reproducible.
     seed: 42,
     temperature: 0.2,
-    onProgress: ({ progress, text }) => post({ type: "progress", what: "model", progress, text }),
+    onProgress: ({ progress, text }) => post(toUI.progress("model", progress, text)),
   });
   const why = chosenForLackOfGpu ? `${gpu.reason} Using the CPU engine instead (a small model; slower).` : "The CPU engine was chosen in Settings.";
   return {
@@ -216,8 +185,6 @@ async function createCpuEngine(gpu, settings, chosenForLackOfGpu) {
       label: cpu.label,
       usable: cpuInfo.usable,
       reason: cpuInfo.usable ? [why, cpuInfo.note].filter(Boolean).join(" ") : cpuInfo.reason,
-      // The CPU engine runs its own model; Python picks the profile for it (agent_py/profiles.py).
-      settings: { model: settings.cpu_model_url || DEFAULT_CPU_MODEL, executor_model: null },
     },
   };
 }
@@ -226,10 +193,10 @@ async function createWebLLMEngine(gpu, settings) {
   const { WebLLMEngine, appConfigFor, recordOf } = await import("./engines/webllm.js");
   const webllmEngine = new WebLLMEngine({
     contextWindow: settings.context_window,
-    modelUrl: settings.model_url || "",
-    modelLibUrl: settings.model_lib_url || "",
+    modelUrl: settings.model_url,
+    modelLibUrl: settings.model_lib_url,
     gpu,
-    onProgress: ({ progress, text }) => post({ type: "progress", what: "model", progress, text }),
+    onProgress: ({ progress, text }) => post(toUI.progress("model", progress, text)),
   });
   // WebLLM was chosen in Settings (or auto found a GPU): on a software adapter it still runs.
   let reason = gpu.software ? `${gpu.reason} WebLLM was chosen in Settings, so it runs there anyway, very slowly.` : gpu.reason;
@@ -272,8 +239,17 @@ _phase("page_session")
 json.dumps(_phases)
 `;
 
-async function boot({ settings, engine: choice }) {
-  settingsNow = settings;
+// Settings go to Python as the user's, with the engine's kind (which chooses the model
+// profile); what comes back is every setting in effect, the defaults and the profile.
+async function configure(settings) {
+  userSettings = settings;
+  const info = JSON.parse(await page.configure(JSON.stringify({ ...userSettings, engine_kind: engineInfo?.name || "" })));
+  settingsNow = info.values;
+  return info;
+}
+
+async function boot({ settings, engine: override }) {
+  settings ??= {};
   const t0 = performance.now();
   const phases = {}; // ms per phase, sent with "ready"; scripts/bench_page.py prints them
   let last = t0;
@@ -282,17 +258,13 @@ async function boot({ settings, engine: choice }) {
     phases[name] = Math.round(now - last);
     last = now;
   };
-  post({ type: "progress", what: "pyodide", progress: 0.05, text: "Starting Python…" });
-  // The engine's module loads while Python starts.
-  const engineReady = createEngine(choice, settings).then((created) => {
-    phases.engine_ready_at = Math.round(performance.now() - t0);
-    return created;
-  });
+  post(toUI.progress("pyodide", 0.05, "Starting Python…"));
+  const gpuFound = detectWebGPU(); // while Python starts
   const started = await startPython(PYODIDE_URL);
   pyodide = started.pyodide;
   Object.assign(phases, started.phases);
   last = performance.now();
-  post({ type: "progress", what: "packages", progress: 1, text: "Python and packages loaded" });
+  post(toUI.progress("packages", 1, "Python and packages loaded"));
 
   pyodide.registerJsModule("agent_bridge", bridge);
   pyodide.registerJsModule("agent_http", httpBridge.api);
@@ -300,48 +272,48 @@ async function boot({ settings, engine: choice }) {
   Object.assign(phases, JSON.parse(await pyodide.runPythonAsync(PYTHON_BOOT)));
   last = performance.now();
   page = pyodide.globals.get("page");
-  const created = await engineReady;
-  phase("engine_wait");
+  try {
+    await configure(settings); // the settings' defaults are Python's
+  } catch (error) {
+    post(toUI.error(`The saved settings cannot be used, so the defaults apply: ${error.message || error}`));
+    settings = {};
+    await configure(settings);
+  }
+  const gpu = await gpuFound;
+  const created = await createEngine(override || settingsNow.engine, settingsNow, gpu);
+  phase("engine");
   engine = created.engine;
   engineInfo = created.info;
-  await page.configure(JSON.stringify(pythonSettings(settings)));
+  const info = await configure(settings); // again, for the engine's kind
   phase("configure");
   const timings = { agent_ready_ms: Math.round(performance.now() - t0), phases };
-  post({ type: "ready", engine: engineInfo, gpu: created.gpu, timings });
+  post(toUI.ready({ engine: engineInfo, gpu, timings, settings: info }));
 
   // The first task validates tool arguments with jsonschema, which the page does not need to
   // be ready: it is imported now, while the user types (a run sent meanwhile waits for it).
   const warming = performance.now();
   await pyodide.runPythonAsync("import jsonschema.validators");
-  post({ type: "warmed", ms: Math.round(performance.now() - warming) });
-}
-
-// The UI keeps a few settings that only JavaScript uses (model URLs, the engine); Python gets
-// the rest, with what the chosen engine needs on top (the CPU engine runs its own model) and
-// the engine's kind, from which Python chooses the model profile.
-function pythonSettings(settings) {
-  const { model_url: _url, model_lib_url: _lib, engine: _engine, cpu_model_url: _cpu, cpu_threads: _threads, ...rest } = settings;
-  return { ...rest, ...(engineInfo?.settings || {}), engine_kind: engineInfo?.name || "" };
+  post(toUI.warmed(Math.round(performance.now() - warming)));
 }
 
 async function run({ question }) {
   if (running) {
-    post({ type: "error", message: "A task is already running." });
+    post(toUI.error("A task is already running."));
     return;
   }
   if (!engineInfo.usable) {
-    post({ type: "error", message: engineInfo.reason || "No model engine can run in this browser." });
-    post({ type: "run-finished", result: null, counts: engine.counts });
+    post(toUI.error(engineInfo.reason || "No model engine can run in this browser."));
+    post(toUI.runFinished(null, engine.counts));
     return;
   }
   running = true;
   stepClock.reset();
   try {
     const resultJson = await page.run(question);
-    post({ type: "run-finished", result: JSON.parse(resultJson), counts: engine.counts, step_overhead_ms: stepClock.finish() });
+    post(toUI.runFinished(JSON.parse(resultJson), engine.counts, stepClock.finish()));
   } catch (error) {
-    post({ type: "error", message: `The agent failed: ${error.message || error}` });
-    post({ type: "run-finished", result: null, counts: engine.counts });
+    post(toUI.error(`The agent failed: ${error.message || error}`));
+    post(toUI.runFinished(null, engine.counts));
   } finally {
     running = false;
   }
@@ -358,42 +330,44 @@ async function webllmConfig() {
   }
 }
 
+async function sendModels() {
+  const { PREBUILT_MODELS, cachedModels } = await import("./engines/webllm.js");
+  post(toUI.models(PREBUILT_MODELS, await cachedModels(await webllmConfig())));
+}
+
 async function handle(message) {
   if (await handleMcpMessage(message)) return;
   switch (message.type) {
-    case "boot":
+    case ToWorker.BOOT:
       return boot(message);
-    case "configure":
-      settingsNow = message.settings;
-      return page.configure(JSON.stringify(pythonSettings(message.settings)));
-    case "run":
+    case ToWorker.CONFIGURE:
+      post(toUI.settings(await configure(message.settings)));
+      return;
+    case ToWorker.RUN:
       return run(message);
-    case "stop":
+    case ToWorker.STOP:
       page?.cancel();
       engine?.interrupt();
       return;
-    case "script":
+    case ToWorker.SCRIPT:
       if (engineInfo?.name !== "scripted") throw new Error("Scripts are for the scripted test engine only.");
       engine.setScript(message.replies);
       return;
-    case "sandbox-result": {
+    case ToWorker.SANDBOX_RESULT: {
       const resolve = pendingSandbox.get(message.id);
       pendingSandbox.delete(message.id);
       resolve?.(JSON.stringify(message.result));
       return;
     }
-    case "engine-counts":
-      post({ type: "engine-counts", counts: engine ? { ...engine.counts } : null });
+    case ToWorker.ENGINE_COUNTS:
+      post(toUI.engineCounts(engine ? { ...engine.counts } : null));
       return;
-    case "models": {
-      const { PREBUILT_MODELS, cachedModels } = await import("./engines/webllm.js");
-      post({ type: "models", prebuilt: PREBUILT_MODELS, cached: await cachedModels(await webllmConfig()) });
-      return;
-    }
-    case "delete-model": {
+    case ToWorker.MODELS:
+      return sendModels();
+    case ToWorker.DELETE_MODEL: {
       const { deleteCachedModel } = await import("./engines/webllm.js");
       await deleteCachedModel(message.id, await webllmConfig());
-      return handle({ type: "models" });
+      return sendModels();
     }
     default:
       throw new Error(`unknown message ${message.type}`);
@@ -401,5 +375,5 @@ async function handle(message) {
 }
 
 self.onmessage = (event) => {
-  handle(event.data).catch((error) => post({ type: "error", message: String(error?.message || error) }));
+  handle(event.data).catch((error) => post(toUI.error(String(error?.message || error))));
 };

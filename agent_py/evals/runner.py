@@ -126,10 +126,12 @@ def run_suite(
     ):
         if not page.usable:
             raise SetupError(f"no model engine can run: {page.why_unusable()}")
-        model = str(page.page.evaluate("window.agentApp.settings()").get("cpu_model_url") or "")
+        kind = str(page.engine.get("name"))
+        values = page.page.evaluate("window.agentApp.settings()") or {}
+        model = str(values.get({"cpu": "cpu_model", "webllm": "model"}.get(kind, "")) or "")
         print(f"engine: {page.engine['label']}", file=out, flush=True)
         page.set_mcp_servers([{"name": "atlas", "url": mcp_url, "transport": "fetch"}])
-        report = SuiteReport(engine=str(page.engine.get("name")), model=model)
+        report = SuiteReport(engine=kind, model=model)
         for task in tasks:
             history = artifacts / f"{task.id}.jsonl"
             with history.open("w", encoding="utf-8") as file:

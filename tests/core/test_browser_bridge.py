@@ -39,7 +39,7 @@ class FakeBridge:
         return json.dumps(self.chat_replies.pop(0))
 
     async def runJavaScript(self, code: str, timeout_ms: int, output_limit: int) -> str:
-        return json.dumps({"value": 42, "console": ["hi"], "error": None, "timedOut": False})
+        return json.dumps({"value": 42, "console": ["hi"], "error": None, "timed_out": False})
 
     def emit(self, event_json: str) -> None:
         self.events.append(json.loads(event_json))

@@ -333,7 +333,10 @@ def test_unload_then_reload_counts_and_clear_errors(cpu: CPUHarness) -> None:
     assert cpu.call(refused) == ["EngineError", "config"]
     with pytest.raises(Exception, match=r"could not load the model from http://.*/missing\.gguf"):
         cpu.call("() => cpu.reload('/models/missing.gguf')")
-    loaded = cpu.call("() => cpu.reload()")  # no id: the engine's default model
+    # The engine has no default model (that is a setting, with Python's default).
+    with pytest.raises(Exception, match='not "undefined"'):
+        cpu.call("() => cpu.reload()")
+    loaded = cpu.call("model => cpu.reload(model)", INSTRUCT_MODEL)
     assert loaded["loadedModel"] == INSTRUCT_MODEL
     after = cpu.counts()
     assert after["reloads"] == before["reloads"] + 1

@@ -180,7 +180,7 @@ def test_the_page_cannot_fetch_a_server_without_cors_but_the_bridge_can(
     assert direct == "TypeError"  # the browser blocks it: no Access-Control-Allow-Origin
 
     answer = bridge_fetch(
-        probe, mcp_url, method="POST", headers=MCP_HEADERS, body=b64(INITIALIZE), timeoutMs=10_000
+        probe, mcp_url, method="POST", headers=MCP_HEADERS, body=b64(INITIALIZE), timeout_ms=10_000
     )
     assert answer["error"] is None
     assert answer["head"]["status"] == 200
@@ -257,7 +257,7 @@ def test_a_server_that_does_not_answer_in_time_is_cut_off(
     set_lists(worker, pages=[page_origin], targets=[plain.origin])
 
     # The server would answer after 60 s: a timeout error proves the bridge cut it off.
-    answer = bridge_fetch(probe, plain.origin + "/hang?s=60", method="GET", timeoutMs=500)
+    answer = bridge_fetch(probe, plain.origin + "/hang?s=60", method="GET", timeout_ms=500)
 
     assert answer["error"] == {
         "kind": "timeout",

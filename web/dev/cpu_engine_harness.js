@@ -12,15 +12,18 @@ let engineOptions = {};
 
 const onProgress = ({ progress, text }) => self.postMessage({ type: "progress", progress, text });
 
+// The page's default context window; a test may ask for another.
+const CONTEXT_WINDOW = 4096;
+
 function currentEngine() {
-  engine ??= new WllamaEngine({ ...engineOptions, onProgress });
+  engine ??= new WllamaEngine({ contextWindow: CONTEXT_WINDOW, ...engineOptions, onProgress });
   return engine;
 }
 
 const methods = {
   info: (_call) => ({ ...cpuEngineInfo(), label: engine?.label ?? null, options: engineOptions }),
 
-  /** A fresh engine with other options (threads, contextWindow, modelUrl, seed, temperature). */
+  /** A fresh engine with other options (threads, contextWindow, seed, temperature). */
   async create(_call, options = {}) {
     if (engine) await engine.unload();
     engineOptions = options;

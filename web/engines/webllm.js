@@ -119,7 +119,8 @@ export class WebLLMEngine {
     // reload() unloads whatever was loaded first, then uploads the weights again.
     let failure = null;
     try {
-      await this.engine.reload(model, { context_window_size: this.options.contextWindow || 4096 });
+      // Without a contextWindow (the page always gives its setting), the model's own applies.
+      await this.engine.reload(model, this.options.contextWindow ? { context_window_size: this.options.contextWindow } : {});
     } catch (error) {
       failure = error;
     }

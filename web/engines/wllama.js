@@ -22,9 +22,8 @@
 import { Wllama } from "../vendor/wllama/index.js";
 import { EngineError } from "./errors.js";
 
+// Which one runs is a setting (agent_py/browser.py, PageSettings.cpu_model, with its default).
 export const BUNDLED_CPU_MODELS = ["gemma3-270m-q4_k_m", "smollm2-135m-instruct-q4_1"];
-// The default is chosen by the real-task suite (README: SmolLM2 scored higher, and is faster).
-export const DEFAULT_CPU_MODEL = "smollm2-135m-instruct-q4_1";
 const WASM_URL = new URL("../vendor/wllama/wllama.wasm", import.meta.url).href;
 
 function bundledUrl(model) {
@@ -72,17 +71,18 @@ export function cpuEngineInfo() {
 
 export class WllamaEngine {
   /**
-   * @param {{modelUrl?: string | URL, threads?: number, contextWindow?: number, seed?: number,
+   * @param {{threads?: number, contextWindow: number, seed?: number,
    *          temperature?: number,
    *          onProgress?: (p: {progress: number, text: string}) => void}} options
    */
   constructor(options = {}) {
     const info = cpuEngineInfo();
+    if (!Number.isSafeInteger(options.contextWindow)) {
+      throw new TypeError(`contextWindow (the context_window setting) must be a whole number, got ${options.contextWindow}`);
+    }
     this.options = {
-      // Where the default model comes from (tests point it elsewhere).
-      modelUrl: String(options.modelUrl || bundledUrl(DEFAULT_CPU_MODEL)),
       threads: info.isolated ? options.threads || info.defaultThreads : 1,
-      contextWindow: options.contextWindow || 4096,
+      contextWindow: options.contextWindow,
       seed: options.seed,
       temperature: options.temperature,
       onProgress: options.onProgress,
@@ -104,7 +104,6 @@ export class WllamaEngine {
 
   /** The GGUF URL of a model: a bundled id, or any value that is itself a .gguf URL. */
   urlOf(model) {
-    if (!model || model === DEFAULT_CPU_MODEL) return this.options.modelUrl;
     if (BUNDLED_CPU_MODELS.includes(model)) return bundledUrl(model);
     let url = null;
     if (/^(https?:|blob:)/i.test(model) || /\.gguf(\?.*)?$/i.test(model)) {
@@ -129,9 +128,8 @@ export class WllamaEngine {
     const info = cpuEngineInfo();
     if (!info.usable) throw new EngineError("engine", info.reason);
     await this.exit(); // like WebLLM's reload: whatever was loaded goes first
-    const name = model || DEFAULT_CPU_MODEL;
     const progress = (value, text) => this.options.onProgress?.({ progress: value, text });
-    progress(0, `Loading ${name} on the CPU…`);
+    progress(0, `Loading ${model} on the CPU…`);
     const wllama = new Wllama({ default: WASM_URL }, { logger: quietLogger, suppressNativeLog: true });
     wllama.setCompat(null); // never fall back to wllama's CDN build
     const loadParams = {
@@ -147,7 +145,7 @@ export class WllamaEngine {
       progressCallback: ({ loaded, total }) => {
         const mb = (n) => (n / 1e6).toFixed(0);
         // The download (or the read from wllama's cache) is most of the load.
-        progress(total ? Math.min(loaded / total, 1) * 0.9 : 0, `Loading ${name}: ${mb(loaded)} / ${mb(total)} MB`);
+        progress(total ? Math.min(loaded / total, 1) * 0.9 : 0, `Loading ${model}: ${mb(loaded)} / ${mb(total)} MB`);
       },
     };
     let template;
@@ -159,19 +157,19 @@ export class WllamaEngine {
       const headerStarted = performance.now();
       template = chatTemplateFor(await readGgufHeader(blobs[0]));
       template.detect_ms = Math.round(performance.now() - headerStarted);
-      if (template.warning) console.warn(`[cpu engine] ${name}: ${template.warning}`);
+      if (template.warning) console.warn(`[cpu engine] ${model}: ${template.warning}`);
       await wllama.loadModel(blobs, { ...loadParams, ...template.options });
     } catch (error) {
       await wllama.exit().catch(() => {});
-      throw loadError(url, error, BUNDLED_CPU_MODELS.includes(name));
+      throw loadError(url, error, BUNDLED_CPU_MODELS.includes(model));
     }
     this.wllama = wllama;
-    this.loadedModel = name;
+    this.loadedModel = model;
     this.loadedUrl = url;
     const { options: _options, ...described } = template;
     this.template = described;
     this.counts.reloads += 1;
-    progress(1, `${name} loaded (${this.threads === 1 ? "1 thread" : `${this.threads} threads`})`);
+    progress(1, `${model} loaded (${this.threads === 1 ? "1 thread" : `${this.threads} threads`})`);
   }
 
   async unload() {
