@@ -46,6 +46,7 @@ from pydantic import (
 )
 
 from agent_py.agent import DEFAULT_MODEL, Agent, AgentConfig
+from agent_py.errors import SetupError
 from agent_py.events import Event
 from agent_py.llm import (
     LLM,
@@ -376,7 +377,14 @@ class PageSession:
     async def configure(self, settings_json: str) -> str:
         """Apply the user's settings (what differs from the defaults); a change takes effect
         from the next run (the model is unloaded). Returns :meth:`settings_info`."""
-        settings = PageSettings.model_validate_json(settings_json)
+        try:
+            settings = PageSettings.model_validate_json(settings_json)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in e['loc']) or 'settings'}: {e['msg']}"
+                for e in error.errors()
+            )
+            raise SetupError(f"these settings cannot be used: {problems}") from None
         settings.model_profile()  # an unknown profile name fails here, not at the run
         if settings != self._settings and self._agent is not None:
             self._session = self._agent.session  # keep the conversation's session id

@@ -65,4 +65,5 @@ class RunFailure(AgentError):
 
 
 class SetupError(AgentError):
-    """Something a terminal command needs is missing; the message says how to get it."""
+    """Something the agent needs to start is missing or unusable (a terminal command's tool,
+    the page's settings); the message says how to get it right."""

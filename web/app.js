@@ -304,6 +304,7 @@ function saveSettings(event) {
   // Only what differs from the defaults is kept, so a changed default reaches this user too;
   // settings the form does not show (set by tests and scripts) stay as they were.
   const kept = { ...userSettings };
+  for (const key of Object.keys(kept)) if (!(key in before)) delete kept[key]; // an old name
   for (const field of settingsFields()) {
     if (wanted[field.name] === defaults[field.name]) delete kept[field.name];
     else kept[field.name] = wanted[field.name];

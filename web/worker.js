@@ -239,6 +239,12 @@ _phase("page_session")
 json.dumps(_phases)
 `;
 
+// A Python exception's own words, without the traceback Pyodide puts before them.
+function pythonMessage(error) {
+  const last = String(error?.message || error).trim().split("\n").pop();
+  return last.replace(/^[\w.]+: /, "");
+}
+
 // Settings go to Python as the user's, with the engine's kind (which chooses the model
 // profile); what comes back is every setting in effect, the defaults and the profile.
 async function configure(settings) {
@@ -275,7 +281,7 @@ async function boot({ settings, engine: override }) {
   try {
     await configure(settings); // the settings' defaults are Python's
   } catch (error) {
-    post(toUI.error(`The saved settings cannot be used, so the defaults apply: ${error.message || error}`));
+    post(toUI.error(`The saved settings cannot be used, so the defaults apply: ${pythonMessage(error)}`));
     settings = {};
     await configure(settings);
   }
@@ -341,7 +347,11 @@ async function handle(message) {
     case ToWorker.BOOT:
       return boot(message);
     case ToWorker.CONFIGURE:
-      post(toUI.settings(await configure(message.settings)));
+      try {
+        post(toUI.settings(await configure(message.settings)));
+      } catch (error) {
+        post(toUI.error(`The settings were not changed: ${pythonMessage(error)}`));
+      }
       return;
     case ToWorker.RUN:
       return run(message);

@@ -9,10 +9,14 @@ import sys
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from agent_py import AgentState, MemoryPressureError
+from agent_py.agent import AgentConfig
 from agent_py.browser import BridgeLLM, PageSession, PageSettings
+from agent_py.errors import SetupError
 from agent_py.llm import CallInfo, CallPurpose, LLMError
+from agent_py.profiles import DEFAULT_CPU_MODEL
 
 
 class FakeBridge:
@@ -135,3 +139,39 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith(("agent_py.mcp", 
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert json.loads(out) == []
+
+
+def test_page_settings_take_their_defaults_from_the_agent_config() -> None:
+    agent = AgentConfig()
+    page = PageSettings()
+    assert page.model == agent.models.planner
+    assert (page.residency, page.thinking, page.context_window) == (
+        agent.residency,
+        agent.thinking,
+        agent.context_window,
+    )
+    assert (page.max_steps, page.tool_timeout_s) == (agent.max_steps, agent.tool_timeout_s)
+    with pytest.raises(ValidationError):
+        PageSettings(context_window=10)  # the limits come along
+
+
+def test_the_cpu_engine_plans_with_its_own_model_under_its_profile() -> None:
+    settings = PageSettings(engine_kind="cpu", executor_model="other")
+    config = settings.agent_config()
+    assert config.models.planner == DEFAULT_CPU_MODEL and config.models.executor is None
+    assert settings.model_profile().name == "small"
+    # A browser kept "" under the old name for "the default".
+    assert PageSettings.model_validate({"cpu_model_url": ""}).cpu_model == DEFAULT_CPU_MODEL
+    assert PageSettings.model_validate({"cpu_model_url": "a.gguf"}).cpu_model == "a.gguf"
+
+
+async def test_configure_reports_the_settings_in_effect_or_says_what_is_wrong() -> None:
+    page = PageSession(FakeBridge([]))
+    info = json.loads(await page.configure(json.dumps({"thinking": True})))
+    assert info["values"]["thinking"] is True
+    assert info["defaults"] == PageSettings().model_dump(mode="json")
+    assert info["engine_fields"] == list(PageSettings.ENGINE_FIELDS)
+    assert info["profile"]["name"] == PageSettings().model_profile().name
+    with pytest.raises(SetupError, match=r"these settings cannot be used: context_window: "):
+        await page.configure(json.dumps({"context_window": 10}))
+    assert json.loads(page.settings_info())["values"]["thinking"] is True  # kept

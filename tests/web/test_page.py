@@ -303,3 +303,48 @@ def test_after_one_visit_the_page_boots_and_runs_with_the_server_stopped(browser
         assert page.evaluate("crossOriginIsolated") is True
     finally:
         context.close()
+
+
+def test_the_settings_and_their_defaults_come_from_python(page: Any, scripted: str) -> None:
+    from agent_py.browser import PageSettings
+    from agent_py.profiles import profile_for
+
+    open_app(page, scripted, settings={"context_window": 8192, "cpu_model_url": ""})
+
+    info = page.evaluate("window.agentApp.settingsInfo()")
+    assert info["defaults"] == PageSettings().model_dump(mode="json")
+    assert info["engine_fields"] == list(PageSettings.ENGINE_FIELDS)
+    # What the user changed, over Python's defaults; an old key still reads.
+    assert info["values"]["context_window"] == 8192
+    assert info["values"]["cpu_model"] == PageSettings().cpu_model
+    assert info["values"]["engine_kind"] == "scripted"
+    assert info["profile"] == profile_for("scripted", info["values"]["model"]).model_dump(
+        mode="json"
+    )
+    # The form shows what is in effect.
+    page.locator("#settings-details summary").click()
+    assert page.locator("#setting-context").input_value() == "8192"
+    assert page.locator("#setting-cpu-model").input_value() == PageSettings().cpu_model
+
+    # Saving keeps only what differs from the defaults; the worker answers with the values.
+    page.locator("#setting-context").fill(str(PageSettings().context_window))
+    page.locator("#setting-thinking").check()
+    page.get_by_role("button", name="Save settings").click()
+    page.wait_for_function("window.agentApp.settings().thinking === true")
+    kept = page.evaluate("JSON.parse(localStorage.getItem('agent_py.settings'))")
+    assert kept == {"thinking": True}
+    assert page.evaluate("window.agentApp.settings().context_window") == (
+        PageSettings().context_window
+    )
+
+
+def test_saved_settings_python_refuses_give_way_to_the_defaults(page: Any, scripted: str) -> None:
+    from agent_py.browser import PageSettings
+
+    open_app(page, scripted, settings={"context_window": 10})
+
+    error = page.locator("#error").text_content()
+    assert "The saved settings cannot be used" in error and "context_window" in error
+    assert "Traceback" not in error
+    values = page.evaluate("window.agentApp.settings()")
+    assert values["context_window"] == PageSettings().context_window
