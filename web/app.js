@@ -287,6 +287,7 @@ function showSettings(info) {
     else field.value = values[field.name] ?? "";
   }
   $("save-settings").disabled = false;
+  $("refresh-models").disabled = false; // the worker knows the model settings now
 }
 
 function formValue(field) {

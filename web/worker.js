@@ -337,6 +337,10 @@ async function webllmConfig() {
 }
 
 async function sendModels() {
+  if (!settingsNow) {
+    post(toUI.error("The agent is still starting: check the cached models once it is ready."));
+    return;
+  }
   const { PREBUILT_MODELS, cachedModels } = await import("./engines/webllm.js");
   post(toUI.models(PREBUILT_MODELS, await cachedModels(await webllmConfig())));
 }
