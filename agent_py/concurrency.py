@@ -11,6 +11,7 @@ ends: one turn per wait. The guarantees are those of gather and wait (see each f
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
@@ -39,7 +40,7 @@ async def run_together(coroutines: list[Coroutine[Any, Any, T]]) -> list[T]:
             if (failure or not left) and not ended.done():
                 ended.set_result(None)
 
-    running = [asyncio.Task(tracked(c), loop=loop) for c in coroutines]
+    running = [_started(tracked(c), loop) for c in coroutines]
     if not running:
         return []
     try:
@@ -83,6 +84,15 @@ async def run_abandonable(awaitable: Awaitable[T], timeout_s: float, timed_out: 
         _abandon(run)
         raise
     return run.result()
+
+
+def _started(coroutine: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> asyncio.Task[T]:
+    """A task that runs at once up to its first wait (Python 3.12 and later), a turn sooner
+    than at the loop's next turn. Tasks started one after the other run their first parts in
+    the same order either way."""
+    if sys.version_info >= (3, 12):
+        return asyncio.Task(coroutine, loop=loop, eager_start=True)
+    return asyncio.Task(coroutine, loop=loop)
 
 
 def _abandon(run: asyncio.Future[Any]) -> None:
