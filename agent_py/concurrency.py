@@ -6,13 +6,22 @@ also adds a done-callback to every task that ``loop.create_task`` makes, one mor
 the task ends, and ``asyncio.gather`` / ``asyncio.wait`` take a turn per finished task to
 tell the waiter. So the tasks here are made directly, and each wakes its waiter itself as it
 ends: one turn per wait. The guarantees are those of gather and wait (see each function).
+
+Time limits share one timer per loop (:func:`deadline`): each timer is a browser timer there,
+and one that is no longer needed stays pending until it comes due.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
+import math
 import sys
+import weakref
 from collections.abc import Awaitable, Coroutine
+from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -74,7 +83,7 @@ async def run_abandonable(awaitable: Awaitable[T], timeout_s: float, timed_out: 
 
     run = asyncio.Task(tracked(), loop=loop)
     try:
-        async with asyncio.timeout(timeout_s):
+        async with deadline(timeout_s):
             await ended
     except TimeoutError:  # the limit's (``ended`` never raises it)
         if not run.done():  # it may have ended just as the limit came
@@ -99,3 +108,79 @@ def _abandon(run: asyncio.Future[Any]) -> None:
     """Cancel ``run`` without waiting for it; whatever it ends with is consumed."""
     run.cancel()
     run.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
+class deadline:
+    """``asyncio.timeout(timeout_s)`` (the same TimeoutError, cancellation and nesting), on a
+    timer shared by the loop's deadlines: no timer of its own unless it is the earliest."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self._timeout_s = timeout_s
+        self._timeout = asyncio.timeout(None)  # rescheduled by the shared timer when due
+        self._entry: _Deadline | None = None
+
+    async def __aenter__(self) -> None:
+        await self._timeout.__aenter__()
+        loop = asyncio.get_running_loop()
+        deadlines = _deadlines.get(loop)
+        if deadlines is None:
+            deadlines = _deadlines[loop] = _Deadlines(loop)
+        self._entry = deadlines.add(loop.time() + self._timeout_s, self._timeout)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._entry is not None:
+            self._entry.timeout = None  # ended: the shared timer passes it by
+        await self._timeout.__aexit__(exc_type, exc, traceback)
+
+
+@dataclass(order=True)
+class _Deadline:
+    when: float
+    order: int
+    timeout: asyncio.Timeout | None = field(compare=False)
+
+
+class _Deadlines:
+    """The pending deadlines of one loop, on one timer set for the earliest. Ended ones are
+    dropped when the timer comes to them."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._heap: list[_Deadline] = []
+        self._order = itertools.count()
+        self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
+        self._timer_at = math.inf
+
+    def add(self, when: float, timeout: asyncio.Timeout) -> _Deadline:
+        entry = _Deadline(when, next(self._order), timeout)
+        heapq.heappush(self._heap, entry)
+        if when < self._timer_at:
+            self._arm(when)
+        return entry
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = when
+        self._timer = self._loop.call_later(max(when - self._loop.time(), 0.0), self._fire)
+
+    def _fire(self) -> None:
+        self._timer, self._timer_at = None, math.inf
+        now = self._loop.time()
+        heap = self._heap
+        while heap and (heap[0].timeout is None or heap[0].when <= now):
+            entry = heapq.heappop(heap)
+            if entry.timeout is not None:
+                entry.timeout.reschedule(entry.when)  # due: it cancels its task now
+        if heap:
+            self._arm(heap[0].when)
+
+
+_deadlines: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = (
+    weakref.WeakKeyDictionary()
+)
