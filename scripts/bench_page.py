@@ -24,15 +24,20 @@ import asyncio
 import json
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from agent_py.terminal import load_browser_config
-from agent_py.web_server import start_server
-
 ROOT = Path(__file__).resolve().parents[1]
+# This checkout's page and package, not whichever agent_py the environment installed (a git
+# worktree shares the main checkout's virtual environment and its editable install).
+sys.path.insert(0, str(ROOT))
+
+from agent_py.terminal import load_browser_config  # noqa: E402
+from agent_py.web_server import start_server  # noqa: E402
+
 STEPS = 9  # three tasks of three generator steps
 RUNS = 20
 
