@@ -6,7 +6,6 @@ Every model call of a run goes through :class:`ModelClient.ask`, so budget fitti
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agent_py.budget import fit_messages
+from agent_py.concurrency import deadline
 from agent_py.errors import PromptTooLargeError
 from agent_py.events import EventType
 from agent_py.grammar import compact_grammar
@@ -119,7 +119,8 @@ class ModelClient:
             on_token=on_token,
         )
         try:
-            reply = await asyncio.wait_for(call, self.timeout_s)
+            async with deadline(self.timeout_s):
+                reply = await call
         except TimeoutError:
             raise LLMError(
                 f"the model did not answer the {purpose.value} call within {self.timeout_s:g} s"

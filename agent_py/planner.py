@@ -7,14 +7,13 @@ what is new.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from agent_py.answer_checks import unusable_answer
 from agent_py.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, prompt_tokens
+from agent_py.concurrency import run_together
 from agent_py.errors import PlanParseError, ReplyParseError, RunFailure
 from agent_py.events import AgentState, EventType
 from agent_py.execution import (
@@ -411,19 +410,6 @@ class PlanAndRethink:
                 render("results_summary", results=result_statuses(outcomes), **values),
             ],
         }
-
-
-async def run_together(steps: list[Coroutine[Any, Any, StepOutcome]]) -> list[StepOutcome]:
-    """Run a task's steps at the same time. If one raises (a bug of ours), the others are
-    cancelled before the error goes on, so no step reports after the run has ended."""
-    running = [asyncio.ensure_future(step) for step in steps]
-    try:
-        return list(await asyncio.gather(*running))
-    except BaseException:
-        for task in running:
-            task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
-        raise
 
 
 def single_step_answer(outcomes: list[StepOutcome]) -> str | None:

@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent_py.concurrency import run_abandonable
 from agent_py.errors import InvalidArgumentsError, ReplyParseError
 from agent_py.llm import CallPurpose, Message
 from agent_py.parsing import extract_json
@@ -304,16 +305,7 @@ class ToolCall:
         started = self.tool.run(arguments, self.ctx)
         if not inspect.isawaitable(started):  # a tool whose run is not async
             return started
-        run = asyncio.ensure_future(started)
-        try:
-            done, _ = await asyncio.wait({run}, timeout=self.timeout_s)
-        except asyncio.CancelledError:
-            _abandon(run)
-            raise
-        if not done:
-            _abandon(run)
-            return _TIMED_OUT
-        return run.result()
+        return await run_abandonable(started, self.timeout_s, _TIMED_OUT)
 
     async def _ask(self, messages: list[Message]) -> str:
         return await self.ctx.model.ask(
@@ -339,12 +331,6 @@ class ToolCall:
 
 
 _TIMED_OUT = object()
-
-
-def _abandon(run: asyncio.Future[Any]) -> None:
-    """Cancel ``run`` without waiting for it; whatever it ends with is consumed."""
-    run.cancel()
-    run.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
 def _cancelling() -> bool:
