@@ -61,25 +61,30 @@ function setRunning(value) {
 }
 
 // --- events: stored first, then drawn ----------------------------------------------------------
-function onAgentEvent(event) {
+// A batch from the worker (one turn of its loop) is stored in one transaction.
+function onAgentEvents(events) {
   eventQueue = eventQueue.then(async () => {
     if (store && !storeFailed) {
       try {
-        await store.append(event);
+        await store.appendMany(events);
       } catch (error) {
         storeFailed = true;
         showError(`Session history is not being saved: ${error.message || error}`);
       }
     }
-    view.apply(event);
-    // Automation hook: `python -m agent_py run` exposes this function to follow the run.
-    if (typeof window.__agent_py_event === "function") window.__agent_py_event(event);
-    if (event.type === "final") {
-      const state = event.meta.state;
-      setStatus(state === "completed" ? "Completed" : state === "cancelled" ? "Stopped by the user" : `Failed: ${event.content}`);
-      refreshSessions();
-    }
+    for (const event of events) drawEvent(event);
   });
+}
+
+function drawEvent(event) {
+  view.apply(event);
+  // Automation hook: `python -m agent_py run` exposes this function to follow the run.
+  if (typeof window.__agent_py_event === "function") window.__agent_py_event(event);
+  if (event.type === "final") {
+    const state = event.meta.state;
+    setStatus(state === "completed" ? "Completed" : state === "cancelled" ? "Stopped by the user" : `Failed: ${event.content}`);
+    refreshSessions();
+  }
 }
 
 // --- MCP servers, the bridge extension and the sandbox -------------------------------------------
@@ -136,8 +141,8 @@ function onWorkerMessage(message, answer) {
     case ToUI.WARMED:
       window.agentApp.timings.warm_after_ready_ms = message.ms;
       return;
-    case ToUI.EVENT:
-      return onAgentEvent(message.event);
+    case ToUI.EVENTS:
+      return onAgentEvents(message.events);
     case ToUI.TOKEN:
       $("live").textContent += message.text;
       return;

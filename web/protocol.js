@@ -68,7 +68,8 @@ export const ToUI = Object.freeze({
   READY: "ready", // {engine: {name, label, usable, reason}, gpu, timings, settings}
   SETTINGS: "settings", // {settings}: in effect after a configure
   WARMED: "warmed", // {ms}: after "ready", what the first task imports is in
-  EVENT: "event", // {event}: an agent event (a JSONL history record)
+  EVENTS: "events", // {events}: agent events in order (JSONL history records), a batch per
+  // turn of the worker's loop (one message each cost more than the orchestration of a step)
   TOKEN: "token", // {purpose, step, text}: streamed model output
   ENGINE_NOTE: "engine-note", // {purpose, step, text}: the engine's remark on a call
   RUN_FINISHED: "run-finished", // {result, counts, step_overhead_ms}
@@ -89,7 +90,7 @@ export const toUI = Object.freeze({
   ready: ({ engine, gpu, timings, settings }) => ({ type: ToUI.READY, engine, gpu, timings, settings }),
   settings: (settings) => ({ type: ToUI.SETTINGS, settings }),
   warmed: (ms) => ({ type: ToUI.WARMED, ms }),
-  event: (event) => ({ type: ToUI.EVENT, event }),
+  events: (events) => ({ type: ToUI.EVENTS, events }),
   token: (purpose, step, text) => ({ type: ToUI.TOKEN, purpose, step, text }),
   engineNote: (purpose, step, text) => ({ type: ToUI.ENGINE_NOTE, purpose, step, text }),
   runFinished: (result, counts, stepOverheadMs = null) => ({

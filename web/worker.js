@@ -20,7 +20,20 @@ let running = false;
 const pendingSandbox = new Map();
 let nextSandboxId = 1;
 
-const post = (message) => self.postMessage(message);
+// Agent events wait here until the end of the current turn, then go in one message; anything
+// else posted meanwhile sends them first, so the UI sees every message in the order it was made.
+let pendingEvents = []; // JSON strings, as Python emitted them
+function flushEvents() {
+  if (!pendingEvents.length) return;
+  const events = JSON.parse(`[${pendingEvents.join(",")}]`);
+  pendingEvents = [];
+  for (const event of events) stepClock.onEvent(event.type);
+  self.postMessage(toUI.events(events));
+}
+const post = (message) => {
+  flushEvents();
+  self.postMessage(message);
+};
 
 // Orchestration time per step of the current run, outside the engine: the steps of a task run
 // together, so the run is cut into one segment per task (the next task starts at its first
@@ -117,9 +130,8 @@ const bridge = {
     });
   },
   emit(eventJson) {
-    const event = JSON.parse(eventJson);
-    stepClock.onEvent(event.type);
-    post(toUI.event(event));
+    pendingEvents.push(eventJson);
+    if (pendingEvents.length === 1) queueMicrotask(flushEvents);
   },
 };
 
