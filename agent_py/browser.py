@@ -11,7 +11,8 @@ JSON is typed here):
 - ``engineReload(model)``, ``engineUnload()``, ``engineInterrupt()`` → :class:`EngineReply`
 - ``engineChat(messages_json, call_json)``: ``call_json`` is an :class:`EngineCall` →
   :class:`EngineReply` with the text, the usage and the finish reason
-- ``runJavaScript(code, timeout_ms, output_limit)`` → :class:`SandboxResult`
+- ``runJavaScript(code, timeout_ms, output_limit)`` → the tool's own
+  :class:`~agent_py.tools.javascript.JSRunResult`
 - ``emit(event_json)``: an agent event for the UI (and the session store).
 - ``mcpStatus(status_json)``: an MCP server's state for the servers panel (not an agent
   event: it is not stored in the session history). Called only once servers are configured.
@@ -41,6 +42,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     field_validator,
 )
@@ -139,16 +141,9 @@ class EngineReply(BaseModel):
     error: EngineFailure = EngineFailure()
 
 
-class SandboxResult(BaseModel):
-    """What ``runJavaScript`` resolves to (the UI's sandbox, ``web/sandbox-host.js``)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    value: Any = None
-    console: list[str] = []
-    error: str | None = None
-    timed_out: bool = False
-    truncated: bool = False
+# What ``runJavaScript`` resolves to (the UI's sandbox, ``web/sandbox-host.js``): the tool's
+# own result, read straight from the JSON.
+SANDBOX_RESULT: TypeAdapter[JSRunResult] = TypeAdapter(JSRunResult)
 
 
 def _checked(reply_json: str) -> EngineReply:
@@ -208,16 +203,9 @@ class BridgeJSRunner:
     async def run(self, code: str, *, timeout_s: float, output_limit: int) -> JSRunResult:
         raw = await self._bridge.runJavaScript(code, int(timeout_s * 1000), output_limit)
         try:
-            reply = SandboxResult.model_validate_json(raw)
+            return SANDBOX_RESULT.validate_json(raw)
         except (TypeError, ValueError):
             return JSRunResult(error="the sandbox sent an unreadable reply")
-        return JSRunResult(
-            value=reply.value,
-            console=reply.console,
-            error=reply.error,
-            timed_out=reply.timed_out,
-            truncated=reply.truncated,
-        )
 
 
 def _as_in_agent(name: str) -> Any:

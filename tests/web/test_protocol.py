@@ -9,6 +9,7 @@ message names in the protocol modules: no other file spells a message type out.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -18,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from agent_py.browser import EngineCall, SandboxResult
+from agent_py.browser import EngineCall
 from agent_py.mcp.browser_transport import BridgeRequest
+from agent_py.tools.javascript import JSRunResult
 
 ROOT = Path(__file__).resolve().parents[2]
 WEB = ROOT / "web"
@@ -70,7 +72,7 @@ def test_both_sides_share_one_base64(protocols: dict[str, Any]) -> None:
 
 def test_what_python_reads_has_python_names(protocols: dict[str, Any]) -> None:
     only = protocols["pageOnly"]
-    assert set(only["sandboxResult"]) == set(SandboxResult.model_fields)
+    assert set(only["sandboxResult"]) == {f.name for f in dataclasses.fields(JSRunResult)}
     assert set(only["bridgeRequest"]) == set(BridgeRequest.model_fields) - {"id", "mode"}
     # The engines read the call under the names EngineCall writes.
     call_keys = set(EngineCall(purpose="plan", model="m", max_tokens=1).model_dump(by_alias=True))
