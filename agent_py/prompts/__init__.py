@@ -7,16 +7,25 @@ unknown ``${...}`` such as the step references ``${s1}`` are left as they are.
 from __future__ import annotations
 
 import json
+import pkgutil
 from functools import cache
-from importlib import resources
 from string import Template
 from typing import Any
 
 
+def _read(file_name: str) -> str:
+    # Through the package's loader: in the page the package is imported from a zip, where
+    # importlib.resources.files() reads the zip's whole directory again at every call (about
+    # 30 ms per template in Pyodide, most of a first run's orchestration time).
+    data = pkgutil.get_data(__name__, file_name)
+    if data is None:
+        raise FileNotFoundError(f"{__name__} has no {file_name}")
+    return data.decode("utf-8")
+
+
 @cache
 def _template(name: str) -> Template:
-    text = resources.files(__name__).joinpath(f"{name}.md").read_text(encoding="utf-8")
-    return Template(text.strip())
+    return Template(_read(f"{name}.md").strip())
 
 
 def render(name: str, **values: object) -> str:
@@ -26,6 +35,5 @@ def render(name: str, **values: object) -> str:
 @cache
 def examples() -> dict[str, Any]:
     """The worked examples of ``examples.json`` (shown to small models as earlier turns)."""
-    text = resources.files(__name__).joinpath("examples.json").read_text(encoding="utf-8")
-    loaded: dict[str, Any] = json.loads(text)
+    loaded: dict[str, Any] = json.loads(_read("examples.json"))
     return loaded
