@@ -288,6 +288,9 @@ async function boot({ settings, engine: override }) {
   pyodide.registerJsModule("agent_http", httpBridge.api);
   pyodide.registerJsModule("agent_user", userBridge.api);
   Object.assign(phases, JSON.parse(await pyodide.runPythonAsync(PYTHON_BOOT)));
+  // Between tasks, so every later one runs on it: ready callbacks run together, not each in
+  // a browser task of its own (agent_py/pyodide_loop.py).
+  pyodide.runPython("import agent_py.pyodide_loop; agent_py.pyodide_loop.install()");
   last = performance.now();
   page = pyodide.globals.get("page");
   try {

@@ -98,6 +98,13 @@ def test_pyodide_boots_offline_and_imports_every_wheel(
         "pyodide_http",
         "agent_py",
         "bytecode",
+        "loop installed",
+        "loop: FIFO order",
+        "loop: turns share browser tasks",
+        "loop: yields to the browser",
+        "loop: failing callback reported",
+        "loop: cancelled callback skipped",
+        "loop: timers and promises",
     } <= set(report["checks"])
     # The worker's fetches are in the log (packages come from the worker), none left the origin.
     assert any(url.endswith(".whl") for url in request_log.urls), request_log.urls
