@@ -31,6 +31,7 @@ HARNESS_FILES = [
     "dev/offline_harness.js",
     "dev/pyodide_boot_worker.js",
     "dev/pyodide_boot_checks.py",
+    "dev/event_loop_checks.py",
 ]
 # Never part of the app shell: dev pages, generated vendor files (precached from the manifest),
 # model weights (too large; fetched from the configured model URL) and the worker script itself.

@@ -44,6 +44,7 @@ async function main() {
   report.controlled = sw.controlled;
   await cacheForOffline([
     "offline_harness.html", "offline_harness.js", "pyodide_boot_worker.js", "pyodide_boot_checks.py",
+    "event_loop_checks.py",
   ]);
   report.timings.page_cached_ms = since();
   if (new URLSearchParams(location.search).get("boot") === "no") {
