@@ -492,6 +492,17 @@ class PageSession:
 
     # Runs.
 
+    def warm_up(self) -> None:
+        """Do now, while the user types, what the first task would otherwise do on its way:
+        import jsonschema (not needed to be ready), build the built-in tools' argument
+        validators, and read and compile the prompt templates."""
+        from agent_py import prompts
+        from agent_py.tools.call import validate_arguments
+
+        for tool in self._ensure_agent().tools:
+            validate_arguments(tool.input_schema, {})  # the validator is built and cached
+        prompts.preload()
+
     async def run(self, question: str) -> str:
         """Run one task; returns the RunResult as JSON. Events stream through ``emit``."""
         agent = self._ensure_agent()

@@ -310,10 +310,10 @@ async function boot({ settings, engine: override }) {
   const timings = { agent_ready_ms: Math.round(performance.now() - t0), phases };
   post(toUI.ready({ engine: engineInfo, gpu, timings, settings: info }));
 
-  // The first task validates tool arguments with jsonschema, which the page does not need to
-  // be ready: it is imported now, while the user types (a run sent meanwhile waits for it).
+  // What the first task would do on its way (jsonschema, the tools' validators, the prompt
+  // templates) is done now, while the user types (a run sent meanwhile waits for it).
   const warming = performance.now();
-  await pyodide.runPythonAsync("import jsonschema.validators");
+  page.warm_up();
   post(toUI.warmed(Math.round(performance.now() - warming)));
 }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import pkgutil
 from functools import cache
+from importlib import resources
 from string import Template
 from typing import Any
 
@@ -26,6 +27,14 @@ def _read(file_name: str) -> str:
 @cache
 def _template(name: str) -> Template:
     return Template(_read(f"{name}.md").strip())
+
+
+def preload() -> None:
+    """Read and compile every template now rather than at its first use (listing them reads
+    the zip's directory once)."""
+    for path in resources.files(__name__).iterdir():
+        if path.name.endswith(".md"):
+            _template(path.name.removesuffix(".md"))
 
 
 def render(name: str, **values: object) -> str:
