@@ -141,6 +141,33 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith(("agent_py.mcp", 
     assert json.loads(out) == []
 
 
+def test_warming_up_builds_what_the_first_task_needs_before_it_runs() -> None:
+    # A fresh interpreter, so no other test has built validators or read templates yet.
+    probe = """
+import json, sys
+from pathlib import Path
+from agent_py import prompts
+from agent_py.browser import PageSession
+from agent_py.tools import call
+
+class Bridge:
+    def emit(self, event_json): pass
+
+before = "jsonschema" in sys.modules
+PageSession(Bridge()).warm_up()
+templates = len(list(Path(prompts.__file__).parent.glob("*.md")))
+print(json.dumps([before, "jsonschema" in sys.modules, call._validator.cache_info().currsize,
+                  prompts._template.cache_info().currsize, templates]))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    imported_before, imported_after, validators, templates, template_files = json.loads(out)
+    assert not imported_before and imported_after
+    assert validators == 2  # llm_generator's and javascript_execute's argument schemas
+    assert templates == template_files
+
+
 def test_page_settings_take_their_defaults_from_the_agent_config() -> None:
     agent = AgentConfig()
     page = PageSettings()
