@@ -41,6 +41,7 @@ import time
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_PATH = ROOT / "scripts" / "vendor-lock.json"
@@ -53,6 +54,10 @@ MANIFEST_NAME = "manifest.json"
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed timestamp: same sources, same wheel bytes
 BUNDLE_NAME = "agent-py-bundle"
 COMPILED_STDLIB = "python_stdlib_compiled.zip"  # web/python-boot.js loads it
+# Vendored but never loaded by the page: the stock standard library is the source of
+# COMPILED_STDLIB and the baseline of scripts/bench_page.py. The manifest marks it
+# "precache": false, so the service worker leaves it out of every user's offline copy.
+NOT_PRECACHED = {"vendor/pyodide/python_stdlib.zip"}
 COMPILE_BUNDLE = ROOT / "scripts" / "compile_bundle.mjs"
 LOCK = json.loads(LOCK_PATH.read_text())  # the pins; --relock rewrites their hashes
 PYODIDE_PIN = next(n["integrity"] for n in LOCK["npm"] if n["package"] == "pyodide")
@@ -437,7 +442,7 @@ def pyodide_lock(entries: list[dict], hashes: HashCache) -> bytes:
 
 
 def write_manifest(outputs: set[Path], hashes: HashCache) -> tuple[int, int]:
-    files = [
+    files: list[dict[str, Any]] = [
         {
             "path": p.relative_to(WEB).as_posix(),
             "size": p.stat().st_size,
@@ -445,6 +450,9 @@ def write_manifest(outputs: set[Path], hashes: HashCache) -> tuple[int, int]:
         }
         for p in sorted(outputs)
     ]
+    for entry in files:
+        if entry["path"] in NOT_PRECACHED:
+            entry["precache"] = False
     version = hashlib.sha256(
         "".join(f"{f['path']}:{f['sha256']}\n" for f in files).encode()
     ).hexdigest()[:16]

@@ -1,7 +1,8 @@
 // Service worker: makes the page work offline after the first visit.
 //
 // Install precaches the app shell (SHELL_FILES) and every file of vendor/manifest.json
-// (Pyodide, wheels, lock, WebLLM, wllama, marked, DOMPurify) into one versioned cache;
+// (Pyodide, wheels, lock, WebLLM, wllama, marked, DOMPurify) into one versioned cache, less
+// those the manifest marks "precache": false (vendored for set-up and benchmarks only);
 // activate deletes older versions. Fetch serves vendor files cache first (they are pinned and
 // versioned by the manifest) and the app shell network first, falling back to the cache
 // when offline, so a change to the page is picked up at the next online visit.
@@ -140,11 +141,13 @@ async function precache() {
 
   const cache = await caches.open(CACHE_NAME);
   const copies = await previousCopies();
+  // A file marked "precache": false is vendored for set-up and benchmarks, never loaded here.
+  const vendorFiles = manifest.files.filter((file) => file.precache !== false);
   const jobs = [
     ...SHELL_FILES.map((path) => ({ path, size: 0, shell: true })),
-    ...manifest.files.map((file) => ({ ...file, shell: false })),
+    ...vendorFiles.map((file) => ({ ...file, shell: false })),
   ];
-  const totalBytes = manifest.files.reduce((sum, file) => sum + file.size, 0);
+  const totalBytes = vendorFiles.reduce((sum, file) => sum + file.size, 0);
   let done = 0, bytes = 0, reused = 0;
   const skipped = [];
 
