@@ -123,3 +123,10 @@ def install() -> BatchedWebLoop:
     # one asyncio.get_event_loop() and Pyodide's bridge pick first.
     asyncio._set_running_loop(loop)
     return loop
+
+
+def browser_tasks() -> int | None:
+    """Browser tasks the running loop has used so far, or None when it is not a
+    :class:`BatchedWebLoop` (the worker reports the difference over each run)."""
+    loop = asyncio.get_event_loop()
+    return loop.browser_tasks if isinstance(loop, BatchedWebLoop) else None

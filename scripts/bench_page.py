@@ -117,9 +117,10 @@ def wait_offline_copy(page: Any) -> None:
     )
 
 
-def in_page_overhead(page: Any) -> tuple[list[float], list[float]]:
-    """Per-step orchestration overhead samples (ms) of RUNS runs of STEPS steps, and each
-    run's average per step as Python measures it (the engine bridge counts as model time)."""
+def in_page_overhead(page: Any) -> tuple[list[float], list[float], list[int]]:
+    """Per-step orchestration overhead samples (ms) of RUNS runs of STEPS steps, each run's
+    average per step as Python measures it (the engine bridge counts as model time), and the
+    browser tasks each run's event loop used (agent_py/pyodide_loop.py)."""
     replies = {
         "plan": plan_reply(),
         "generate": "text",
@@ -128,6 +129,7 @@ def in_page_overhead(page: Any) -> tuple[list[float], list[float]]:
     }
     samples: list[float] = []
     averages: list[float] = []  # per run, as Python sees it (wall less model time, per step)
+    browser_tasks: list[int] = []
     for _ in range(RUNS):
         page.evaluate("r => window.agentApp.setScript(r)", replies)
         page.evaluate("window.agentApp.lastResult = undefined; window.agentApp.run('bench')")
@@ -135,10 +137,14 @@ def in_page_overhead(page: Any) -> tuple[list[float], list[float]]:
         result = page.evaluate("window.agentApp.lastResult")
         if result is None or result["stats"]["steps_run"] != STEPS:
             raise RuntimeError(f"the scripted run did not run {STEPS} steps: {result}")
-        samples += page.evaluate("window.agentApp.lastStepOverheadMs")
+        overhead = page.evaluate("window.agentApp.lastOverhead")
+        if overhead["browser_tasks"] is None:
+            raise RuntimeError("the page's event loop is not agent_py's BatchedWebLoop")
+        samples += overhead["step_ms"]
+        browser_tasks.append(overhead["browser_tasks"])
         stats = result["stats"]
         averages.append((stats["wall_time_s"] - stats["model_time_s"]) / STEPS * 1000)
-    return samples, averages
+    return samples, averages, browser_tasks
 
 
 def cpython_overhead() -> float:
@@ -196,7 +202,9 @@ def one_round(playwright: Any, base: str, overhead: bool) -> dict[str, Any]:
     measured["cold"] = boot(page, agent_url)
     wait_offline_copy(page)
     measured["cached"] = boot(page, agent_url)
-    measured["steps"], measured["run_averages"] = in_page_overhead(page) if overhead else ([], [])
+    measured["steps"], measured["run_averages"], measured["browser_tasks"] = (
+        in_page_overhead(page) if overhead else ([], [], [])
+    )
     context.close()
     for profile in profiles:
         shutil.rmtree(profile, ignore_errors=True)
@@ -215,7 +223,7 @@ def steps_only(playwright: Any, base: str, rounds: int) -> None:
             )
             page = context.new_page()
             boot(page, f"{base}index.html?engine=scripted")
-            steps, averages = in_page_overhead(page)
+            steps, averages, browser_tasks = in_page_overhead(page)
             context.close()
         p50s.append(percentile(steps, 0.5))
         p95s.append(percentile(steps, 0.95))
@@ -225,7 +233,8 @@ def steps_only(playwright: Any, base: str, rounds: int) -> None:
             f"Pyodide (page)  p50 {p50s[-1]:6.2f} ms  p95 {p95s[-1]:6.2f} ms"
             f"  (max {max(steps):.2f}; after {WARM_UP_RUNS} runs: p50"
             f" {percentile(steady, 0.5):.2f}, p95 {steady_p95s[-1]:.2f};"
-            f" Python's view {statistics.median(averages):.2f} ms/step)"
+            f" Python's view {statistics.median(averages):.2f} ms/step;"
+            f" {statistics.median(browser_tasks):.0f} browser tasks a run)"
         )
     print(
         f"median of {rounds} round(s) of {RUNS} runs of {STEPS} steps:"
@@ -318,6 +327,8 @@ def main() -> None:
         f"  p95 {percentile(steady, 0.95):6.2f} ms"
         f"\n  Pyodide (page)  {statistics.median(rounds[-1]['run_averages']):6.2f} ms/step "
         "(median run average, as Python sees it: model time and bridge excluded)"
+        f"\n  event loop      {statistics.median(rounds[-1]['browser_tasks']):6.0f} browser tasks"
+        " a run (agent_py/pyodide_loop.py)"
         f"\n  CPython         {cpython_overhead():6.2f} ms/step (the same)"
     )
 

@@ -154,7 +154,7 @@ function onWorkerMessage(message, answer) {
       // After every queued event is stored and drawn, so a watcher of lastResult sees them all.
       eventQueue.then(() => {
         window.agentApp.lastCounts = message.counts;
-        window.agentApp.lastStepOverheadMs = message.step_overhead_ms;
+        window.agentApp.lastOverhead = message.overhead;
         window.agentApp.lastResult = message.result;
         setRunning(false);
       });

@@ -72,7 +72,7 @@ export const ToUI = Object.freeze({
   // turn of the worker's loop (one message each cost more than the orchestration of a step)
   TOKEN: "token", // {purpose, step, text}: streamed model output
   ENGINE_NOTE: "engine-note", // {purpose, step, text}: the engine's remark on a call
-  RUN_FINISHED: "run-finished", // {result, counts, step_overhead_ms}
+  RUN_FINISHED: "run-finished", // {result, counts, overhead}
   SANDBOX_RUN: "sandbox-run", // {id, code, timeout_ms, output_limit}: answer with SANDBOX_RESULT
   ENGINE_COUNTS: "engine-counts", // {counts}
   MODELS: "models", // {prebuilt, cached}
@@ -93,11 +93,13 @@ export const toUI = Object.freeze({
   events: (events) => ({ type: ToUI.EVENTS, events }),
   token: (purpose, step, text) => ({ type: ToUI.TOKEN, purpose, step, text }),
   engineNote: (purpose, step, text) => ({ type: ToUI.ENGINE_NOTE, purpose, step, text }),
-  runFinished: (result, counts, stepOverheadMs = null) => ({
+  // overhead (a finished run only): {step_ms: the orchestration time per step, outside the
+  // engine, one sample per step; browser_tasks: how many the event loop used, or null}.
+  runFinished: (result, counts, overhead = null) => ({
     type: ToUI.RUN_FINISHED,
     result,
     counts,
-    step_overhead_ms: stepOverheadMs,
+    overhead,
   }),
   sandboxRun: (id, code, timeoutMs, outputLimit) => ({
     type: ToUI.SANDBOX_RUN,
