@@ -10,7 +10,8 @@ A prompt that is too long loses parts in a fixed order, and never its newest ins
    the full text stays in Python (the question in the run, results as ``${step_id}``).
 
 A message says how long it survives with ``keep`` and may offer ``compact`` stand-ins, each
-shorter than the last (the newest message is always CURRENT, and is only ever cut). Without
+shorter than the last, made only when a prompt does not fit (the newest message is always
+CURRENT, and is only ever cut). Without
 ``keep``, the system prompt counts as TOOLS and everything else as HISTORY.
 
 Without a tokenizer on the Python side, token counts are estimated on the safe side:
@@ -21,7 +22,7 @@ so three bytes per token over-counts rather than under-counts.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from agent_py.errors import PromptTooLargeError
@@ -65,7 +66,7 @@ class _Part:
     role: Role
     content: str
     keep: Keep
-    compact: list[str] = field(default_factory=list)
+    compact: Callable[[], list[str]] = list
     dropped: bool = False
 
 
@@ -97,7 +98,7 @@ def fit_messages(
     for level in (Keep.DIGEST, Keep.HISTORY, Keep.TOOLS):
         chosen = [p for p in parts if p.keep is level and not p.dropped]
         for part in chosen:  # oldest first
-            for stand_in in part.compact:
+            for stand_in in part.compact():
                 if len(stand_in) < len(part.content):
                     part.content = stand_in
                     if excess() <= 0:
@@ -143,7 +144,7 @@ def _part(message: Message, newest: bool) -> _Part:
         keep = Keep.CURRENT
     elif keep is None:
         keep = Keep.TOOLS if message["role"] == "system" else Keep.HISTORY
-    return _Part(message["role"], message["content"], keep, list(message.get("compact", [])))
+    return _Part(message["role"], message["content"], keep, message.get("compact", list))
 
 
 def _merge_neighbours(parts: list[_Part]) -> list[Message]:

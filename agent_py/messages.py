@@ -6,6 +6,8 @@ lives here, below both.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from enum import IntEnum
 from typing import Literal, NotRequired, TypedDict
 
@@ -24,5 +26,12 @@ class Message(TypedDict):
     content: str
     keep: NotRequired[Keep]
     """How long the message survives fitting to the context window."""
-    compact: NotRequired[list[str]]
-    """Shorter stand-ins for ``content``, each shorter than the last, for that fitting."""
+    compact: NotRequired[Callable[[], list[str]]]
+    """Makes shorter stand-ins for ``content``, each shorter than the last, for that fitting;
+    called only when a prompt does not fit (see :func:`stand_ins`)."""
+
+
+def stand_ins(make: Callable[[], list[str]]) -> Callable[[], list[str]]:
+    """A message's ``compact``: made at most once, and only when a prompt does not fit (most
+    do, and each stand-in costs a render of the prompt)."""
+    return functools.cache(make)

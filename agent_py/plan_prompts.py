@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Any
 
-from agent_py.messages import Keep, Message
+from agent_py.messages import Keep, Message, stand_ins
 from agent_py.plan import PlanShape
 from agent_py.prompts import examples, render
 from agent_py.tools.base import ToolBase, main_input_property
@@ -88,11 +88,13 @@ def plan_system_message(
         "role": "system",
         "content": prompt(lambda tool: Detail.FULL),
         "keep": Keep.TOOLS,
-        "compact": [
-            prompt(lambda tool: Detail.FULL if tool.name in wanted else Detail.LINE),
-            prompt(lambda tool: Detail.LINE),
-            prompt(lambda tool: Detail.NAME),
-        ],
+        "compact": stand_ins(
+            lambda: [
+                prompt(lambda tool: Detail.FULL if tool.name in wanted else Detail.LINE),
+                prompt(lambda tool: Detail.LINE),
+                prompt(lambda tool: Detail.NAME),
+            ]
+        ),
     }
 
 

@@ -25,7 +25,7 @@ from agent_py.execution import (
 )
 from agent_py.history import EventRecorder
 from agent_py.llm import CallPurpose, ModelRole, Sampling
-from agent_py.messages import Keep, Message
+from agent_py.messages import Keep, Message, stand_ins
 from agent_py.model_client import ModelClient
 from agent_py.parsing import (
     RethinkDecision,
@@ -401,14 +401,17 @@ class PlanAndRethink:
             (budget - prompt_tokens(essential, count)) // 2,
         )
         digest = digest_results(outcomes, max(free_tokens * BYTES_PER_TOKEN, DIGEST_FLOOR_CHARS))
+        shown = list(outcomes)  # as they are now: the stand-ins are made later, if ever
         return {
             "role": "user",
             "content": render(template, results=digest, **values),
             "keep": Keep.DIGEST,
-            "compact": [
-                render(template, results=digest_results(outcomes, len(outcomes) * 280), **values),
-                render("results_summary", results=result_statuses(outcomes), **values),
-            ],
+            "compact": stand_ins(
+                lambda: [
+                    render(template, results=digest_results(shown, len(shown) * 280), **values),
+                    render("results_summary", results=result_statuses(shown), **values),
+                ]
+            ),
         }
 
 
