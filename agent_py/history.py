@@ -72,12 +72,17 @@ class Hooks:
     timeout_s: float = 10.0
 
     def for_event(self, event_type: EventType) -> Hook | None:
-        return {
-            EventType.TURN_START: self.on_turn_start,
-            EventType.ACTION: self.on_action,
-            EventType.OBSERVATION: self.on_observation,
-            EventType.FINAL: self.on_final,
-        }.get(event_type)
+        field_name = _HOOK_FIELDS.get(event_type)
+        return getattr(self, field_name) if field_name else None
+
+
+# Hooks by the event that calls them (every event asks, so no dict is built per event).
+_HOOK_FIELDS = {
+    EventType.TURN_START: "on_turn_start",
+    EventType.ACTION: "on_action",
+    EventType.OBSERVATION: "on_observation",
+    EventType.FINAL: "on_final",
+}
 
 
 class EventRecorder:
