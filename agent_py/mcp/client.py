@@ -148,6 +148,7 @@ class MCPClient:
             max_message_bytes=max_message_bytes,
         )
         self._stream_task: asyncio.Task[None] | None = None
+        self._stream_refused = False  # the stream's token was refused: reopen after a request
         self._background: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
         self._progress: dict[ProgressToken, ProgressHandler] = {}
@@ -310,6 +311,10 @@ class MCPClient:
             result = await self._authorized(method, params, timeout_s, on_progress, what)
         if self._tools_stale and method != "tools/list":
             await self._refresh_tools_quietly()
+        if self._stream_refused and not self._closed:
+            # This request got through, renewing the token if it had to: the stream can too.
+            self._stream_refused = False
+            self._spawn(self._start_listening())
         return result
 
     async def _handshake(self) -> InitializeResult:
@@ -359,6 +364,9 @@ class MCPClient:
             return
         if response is None:
             return
+        if self._closed:  # closed while the stream was opening
+            await response.aclose()
+            return
         self._stream_task = asyncio.create_task(self._keep_listening(response))
 
     async def _keep_listening(self, response: HTTPResponse) -> None:
@@ -366,6 +374,12 @@ class MCPClient:
             await self._connection.listen(
                 response, self._on_stream_message, timeout_s=self._request_timeout_s
             )
+        except MCPAuthError as error:
+            # Reopening it, the token was refused (revoked before its time). A background
+            # stream does not ask the user to sign in: the next request renews the token
+            # (with the user if it must) and opens the stream again.
+            self._stream_refused = True
+            logger.info("%s: its event stream waits for a new token: %s", self._label, error)
         except MCPError as error:
             logger.info("%s: its event stream stopped: %s", self._label, error)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +20,16 @@ from agent_py.mcp.host import TASKS_REQUIRED_NOTE
 
 HANG_GUARD_S = 30
 TEXT_RESULT = {"content": [{"type": "text", "text": "done"}], "isError": False}
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait for client state that changes without an event to wait on (bounded by the hang
+    guard)."""
+    for _ in range(HANG_GUARD_S * 100):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"still not so after {HANG_GUARD_S} s")
 
 
 def progress(token: Any, value: float) -> dict[str, Any]:
@@ -166,6 +177,45 @@ async def test_the_standalone_stream_carries_requests_and_is_reopened_where_it_e
     assert replies["ping-1"]["result"] == {}
     reopened = [r for r in server.requests if "last-event-id" in r.headers]
     assert reopened[0].headers["last-event-id"] == "s2"
+
+
+async def test_a_stream_whose_token_is_refused_on_reopening_opens_again_after_a_request(
+    scripted: ScriptedServers,
+) -> None:
+    """The stream ends, and reopening it gets a 401 (the token was revoked before its time):
+    the stream waits, without asking anyone to sign in, and opens again once a request of
+    the client's gets through."""
+    reopened = asyncio.Event()
+    stay_open = asyncio.Event()  # never set: the last stream stays open
+    opened: list[Request] = []
+
+    def stream(request: Request) -> Reply:
+        opened.append(request)
+        if len(opened) == 1:
+            return sse_reply(sse_event(raw="retry: 10\ndata:\n\n", event_id="s1"))  # then ends
+        reopened.set()
+        return sse_reply(stay_open)
+
+    def answer(request: Request) -> Reply:
+        if request.method == "GET":  # the reopening, with Last-Event-ID
+            refused.set()
+            return json_reply({"error": "invalid_token"}, status=401)
+        return json_reply(result(request, {}))
+
+    refused = asyncio.Event()
+    server = await scripted(MCPScript(answer, on_stream=stream))
+    async with MCPClient(server.url, token="revoked-early") as client:
+        await asyncio.wait_for(refused.wait(), HANG_GUARD_S)
+        await until(lambda: not client.listening)  # the stream's task ends on the refusal
+        assert len(opened) == 1
+        await client.ping()
+        await asyncio.wait_for(reopened.wait(), HANG_GUARD_S)
+        await until(lambda: client.listening)
+    assert [r.headers.get("last-event-id") for r in server.requests if r.method == "GET"] == [
+        None,
+        "s1",
+        None,
+    ]
 
 
 async def test_a_form_request_whose_schema_is_not_flat_is_refused(
