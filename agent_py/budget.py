@@ -11,8 +11,8 @@ A prompt that is too long loses parts in a fixed order, and never its newest ins
 
 A message says how long it survives with ``keep`` and may offer ``compact`` stand-ins, each
 shorter than the last, made only when a prompt does not fit (the newest message is always
-CURRENT, and is only ever cut). Without
-``keep``, the system prompt counts as TOOLS and everything else as HISTORY.
+CURRENT, and is only ever cut). Without ``keep``, the system prompt counts as TOOLS and
+everything else as HISTORY.
 
 Without a tokenizer on the Python side, token counts are estimated on the safe side:
 English prose runs at about four UTF-8 bytes per Qwen3 token and JSON or code at about three,

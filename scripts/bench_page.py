@@ -166,6 +166,11 @@ def cpython_overhead() -> float:
     return statistics.median(asyncio.run(once()) for _ in range(RUNS))
 
 
+def after_warm_up(steps: list[float]) -> list[float]:
+    """The samples of the runs after the first WARM_UP_RUNS."""
+    return steps[WARM_UP_RUNS * STEPS :]
+
+
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -227,7 +232,7 @@ def steps_only(playwright: Any, base: str, rounds: int) -> None:
             context.close()
         p50s.append(percentile(steps, 0.5))
         p95s.append(percentile(steps, 0.95))
-        steady = steps[WARM_UP_RUNS * STEPS :]
+        steady = after_warm_up(steps)
         steady_p95s.append(percentile(steady, 0.95))
         print(
             f"Pyodide (page)  p50 {p50s[-1]:6.2f} ms  p95 {p95s[-1]:6.2f} ms"
@@ -316,7 +321,7 @@ def main() -> None:
     warm = {v: median_of(rounds, v, "warm_after_ready_ms") for v in ("cold", "cached")}
     print(f"  {'warm-up after ready':22s}{warm['cold']:10.0f}{warm['cached']:10.0f}")
     steps = rounds[-1]["steps"]
-    steady = steps[WARM_UP_RUNS * STEPS :]
+    steady = after_warm_up(steps)
     p50, p95 = percentile(steps, 0.5), percentile(steps, 0.95)
     print(
         f"\norchestration overhead per step, engine time excluded "

@@ -442,17 +442,12 @@ def pyodide_lock(entries: list[dict], hashes: HashCache) -> bytes:
 
 
 def write_manifest(outputs: set[Path], hashes: HashCache) -> tuple[int, int]:
-    files: list[dict[str, Any]] = [
-        {
-            "path": p.relative_to(WEB).as_posix(),
-            "size": p.stat().st_size,
-            "sha256": hashes.sha256(p),
-        }
-        for p in sorted(outputs)
-    ]
-    for entry in files:
-        if entry["path"] in NOT_PRECACHED:
-            entry["precache"] = False
+    files: list[dict[str, Any]] = []
+    for p in sorted(outputs):
+        path = p.relative_to(WEB).as_posix()
+        files.append({"path": path, "size": p.stat().st_size, "sha256": hashes.sha256(p)})
+        if path in NOT_PRECACHED:
+            files[-1]["precache"] = False
     version = hashlib.sha256(
         "".join(f"{f['path']}:{f['sha256']}\n" for f in files).encode()
     ).hexdigest()[:16]
