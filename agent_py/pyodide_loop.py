@@ -1,17 +1,26 @@
-"""An asyncio event loop for Pyodide that runs ready callbacks together, in one browser task.
+"""An asyncio event loop for Pyodide that runs ready callbacks together, with few browser tasks.
 
 Pyodide's ``WebLoop`` hands every ready callback (a task's next step, a future's done
 callback) to the browser as a task of its own: a JavaScript proxy for the callback, a trip
-through the browser's task queue, and an entry into Python armed for stack switching. In
-Chromium's worker that is about 90 µs per callback, against 5 µs for a turn of CPython's
-loop, and an agent step takes several turns (scripts/bench_page.py measured a third of a
-step's orchestration time there).
+through the browser's task queue, and an entry into Python armed for stack switching, which
+itself waits for one more trip through the queue. In Chromium's worker that is about 90 µs
+per callback, against 5 µs for a turn of CPython's loop, and an agent step takes several
+turns; awaiting a JavaScript promise cost about 170 µs.
 
-:class:`BatchedWebLoop` keeps a ready queue as CPython's loop does and runs it in one browser
-task, callbacks queued meanwhile included, until the queue is empty or :data:`TIME_SLICE_S`
-has passed; then it yields to the browser, so the page's messages (Stop above all), timers
-and promise callbacks still get their turn while Python is busy. Timers with a delay stay
-the browser's (``setTimeout``), as in ``WebLoop``.
+:class:`BatchedWebLoop` keeps a ready queue as CPython's loop does and runs it in one go
+(a *drain*), callbacks queued meanwhile included, until the queue is empty or
+:data:`TIME_SLICE_S` has passed:
+
+- Work that arrives from JavaScript (a promise settled, the page called in) is drained in a
+  microtask, right after the JavaScript that made it, through one proxy made once and entered
+  without stack switching: awaiting a promise then costs about 45 µs.
+- Once Python has had :data:`TIME_SLICE_S` of such drains, or a drain ran out of its slice,
+  the next drain waits for a browser task of its own, so the page's messages (Stop above all),
+  timers and other tasks still get their turn while Python is busy.
+
+Timers with a delay stay the browser's (``setTimeout``), as in ``WebLoop``. Not supported:
+``pyodide.ffi.run_sync`` inside a callback (it needs a stack-switching entry; agent_py never
+blocks on a promise).
 
 Only importable inside Pyodide. The worker installs it once, before the agent runs::
 
@@ -27,13 +36,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pyodide.ffi import create_once_callable  # type: ignore[import-not-found]
+from js import queueMicrotask  # type: ignore[import-not-found]
+from pyodide.ffi import create_proxy  # type: ignore[import-not-found]
 from pyodide.webloop import WebLoop  # type: ignore[import-not-found]
 from pyodide_js._api import scheduleCallback  # type: ignore[import-not-found]
 
 TIME_SLICE_S = 0.005
-"""Longest stretch of Python callbacks in one browser task (the page's messages wait that
-long at most while Python is busy)."""
+"""Longest stretch of Python callbacks without a browser task in between (the page's
+messages wait that long at most while Python is busy)."""
 
 
 class BatchedWebLoop(WebLoop):  # type: ignore[misc]
@@ -41,8 +51,14 @@ class BatchedWebLoop(WebLoop):  # type: ignore[misc]
         super().__init__()
         self._ready: collections.deque[asyncio.Handle] = collections.deque()
         self._drain_pending = False
+        self._since_task_s = 0.0  # Python's time in microtask drains since a drain in a task
+        # Made once and kept for the loop's life: a proxy per drain costs more than the drain.
+        self._drain_in_microtask = create_proxy(self._drain)
+        self._drain_in_task = create_proxy(self._drain_after_task)
+        self.drains = 0
+        """Runs of the ready queue so far (the worker reports them per run)."""
         self.browser_tasks = 0
-        """Browser tasks that ran ready callbacks so far (the tests read it)."""
+        """Those that waited for a browser task of their own (the tests read it)."""
 
     def call_soon(
         self,
@@ -71,12 +87,18 @@ class BatchedWebLoop(WebLoop):  # type: ignore[misc]
         return handle
 
     def _schedule_drain(self) -> None:
-        # As WebLoop schedules a callback: a browser task, with stack switching allowed, so a
-        # callback may still block on a promise with pyodide.ffi.run_sync.
-        scheduleCallback(create_once_callable(self._drain, _may_syncify=True), 0)
+        if self._since_task_s < TIME_SLICE_S:
+            queueMicrotask(self._drain_in_microtask)
+        else:
+            scheduleCallback(self._drain_in_task, 0)
+
+    def _drain_after_task(self) -> None:
+        self.browser_tasks += 1
+        self._since_task_s = 0.0
+        self._drain()
 
     def _drain(self) -> None:
-        self.browser_tasks += 1
+        self.drains += 1
         self._install_running_loop()
         self._install_asyncgen_hooks()
         started = time.perf_counter()
@@ -89,7 +111,9 @@ class BatchedWebLoop(WebLoop):  # type: ignore[misc]
                 if time.perf_counter() - started >= TIME_SLICE_S:
                     break
         finally:
-            # Left over (the slice ran out, or a callback raised SystemExit): the next task.
+            self._since_task_s += time.perf_counter() - started
+            # Left over (the slice ran out, or a callback raised SystemExit): the next drain,
+            # in a browser task of its own when the slice ran out.
             if ready:
                 self._schedule_drain()
             else:
@@ -125,8 +149,8 @@ def install() -> BatchedWebLoop:
     return loop
 
 
-def browser_tasks() -> int | None:
-    """Browser tasks the running loop has used so far, or None when it is not a
+def drains() -> int | None:
+    """Runs of the ready queue so far, or None when the running loop is not a
     :class:`BatchedWebLoop` (the worker reports the difference over each run)."""
     loop = asyncio.get_event_loop()
-    return loop.browser_tasks if isinstance(loop, BatchedWebLoop) else None
+    return loop.drains if isinstance(loop, BatchedWebLoop) else None

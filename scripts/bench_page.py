@@ -120,7 +120,7 @@ def wait_offline_copy(page: Any) -> None:
 def in_page_overhead(page: Any) -> tuple[list[float], list[float], list[int]]:
     """Per-step orchestration overhead samples (ms) of RUNS runs of STEPS steps, each run's
     average per step as Python measures it (the engine bridge counts as model time), and the
-    browser tasks each run's event loop used (agent_py/pyodide_loop.py)."""
+    drains of each run's event loop (agent_py/pyodide_loop.py)."""
     replies = {
         "plan": plan_reply(),
         "generate": "text",
@@ -129,7 +129,7 @@ def in_page_overhead(page: Any) -> tuple[list[float], list[float], list[int]]:
     }
     samples: list[float] = []
     averages: list[float] = []  # per run, as Python sees it (wall less model time, per step)
-    browser_tasks: list[int] = []
+    drains: list[int] = []
     for _ in range(RUNS):
         page.evaluate("r => window.agentApp.setScript(r)", replies)
         page.evaluate("window.agentApp.lastResult = undefined; window.agentApp.run('bench')")
@@ -138,13 +138,13 @@ def in_page_overhead(page: Any) -> tuple[list[float], list[float], list[int]]:
         if result is None or result["stats"]["steps_run"] != STEPS:
             raise RuntimeError(f"the scripted run did not run {STEPS} steps: {result}")
         overhead = page.evaluate("window.agentApp.lastOverhead")
-        if overhead["browser_tasks"] is None:
+        if overhead["drains"] is None:
             raise RuntimeError("the page's event loop is not agent_py's BatchedWebLoop")
         samples += overhead["step_ms"]
-        browser_tasks.append(overhead["browser_tasks"])
+        drains.append(overhead["drains"])
         stats = result["stats"]
         averages.append((stats["wall_time_s"] - stats["model_time_s"]) / STEPS * 1000)
-    return samples, averages, browser_tasks
+    return samples, averages, drains
 
 
 def cpython_overhead() -> float:
@@ -207,7 +207,7 @@ def one_round(playwright: Any, base: str, overhead: bool) -> dict[str, Any]:
     measured["cold"] = boot(page, agent_url)
     wait_offline_copy(page)
     measured["cached"] = boot(page, agent_url)
-    measured["steps"], measured["run_averages"], measured["browser_tasks"] = (
+    measured["steps"], measured["run_averages"], measured["drains"] = (
         in_page_overhead(page) if overhead else ([], [], [])
     )
     context.close()
@@ -228,7 +228,7 @@ def steps_only(playwright: Any, base: str, rounds: int) -> None:
             )
             page = context.new_page()
             boot(page, f"{base}index.html?engine=scripted")
-            steps, averages, browser_tasks = in_page_overhead(page)
+            steps, averages, drains = in_page_overhead(page)
             context.close()
         p50s.append(percentile(steps, 0.5))
         p95s.append(percentile(steps, 0.95))
@@ -239,7 +239,7 @@ def steps_only(playwright: Any, base: str, rounds: int) -> None:
             f"  (max {max(steps):.2f}; after {WARM_UP_RUNS} runs: p50"
             f" {percentile(steady, 0.5):.2f}, p95 {steady_p95s[-1]:.2f};"
             f" Python's view {statistics.median(averages):.2f} ms/step;"
-            f" {statistics.median(browser_tasks):.0f} browser tasks a run)"
+            f" {statistics.median(drains):.0f} loop drains a run)"
         )
     print(
         f"median of {rounds} round(s) of {RUNS} runs of {STEPS} steps:"
@@ -332,7 +332,7 @@ def main() -> None:
         f"  p95 {percentile(steady, 0.95):6.2f} ms"
         f"\n  Pyodide (page)  {statistics.median(rounds[-1]['run_averages']):6.2f} ms/step "
         "(median run average, as Python sees it: model time and bridge excluded)"
-        f"\n  event loop      {statistics.median(rounds[-1]['browser_tasks']):6.0f} browser tasks"
+        f"\n  event loop      {statistics.median(rounds[-1]['drains']):6.0f} drains"
         " a run (agent_py/pyodide_loop.py)"
         f"\n  CPython         {cpython_overhead():6.2f} ms/step (the same)"
     )

@@ -94,7 +94,7 @@ export const toUI = Object.freeze({
   token: (purpose, step, text) => ({ type: ToUI.TOKEN, purpose, step, text }),
   engineNote: (purpose, step, text) => ({ type: ToUI.ENGINE_NOTE, purpose, step, text }),
   // overhead (a finished run only): {step_ms: the orchestration time per step, outside the
-  // engine, one sample per step; browser_tasks: how many the event loop used, or null}.
+  // engine, one sample per step; drains: runs of the event loop's ready queue, or null}.
   runFinished: (result, counts, overhead = null) => ({
     type: ToUI.RUN_FINISHED,
     result,

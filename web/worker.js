@@ -12,7 +12,7 @@ const PYODIDE_URL = new URL("./vendor/pyodide/", import.meta.url).href;
 
 let pyodide = null;
 let page = null; // agent_py.browser.PageSession (a PyProxy, kept for the worker's lifetime)
-let loopTasks = null; // agent_py.pyodide_loop.browser_tasks: browser tasks the event loop used
+let loopDrains = null; // agent_py.pyodide_loop.drains: runs of the event loop's ready queue
 let engine = null;
 let engineInfo = null;
 let userSettings = {}; // what the user changed, as the UI last sent it (boot or configure)
@@ -291,7 +291,7 @@ async function boot({ settings, engine: override }) {
   Object.assign(phases, JSON.parse(await pyodide.runPythonAsync(PYTHON_BOOT)));
   // Between tasks, so every later one runs on it: ready callbacks run together, not each in
   // a browser task of its own (agent_py/pyodide_loop.py).
-  loopTasks = pyodide.runPython("import agent_py.pyodide_loop as l; l.install(); l.browser_tasks");
+  loopDrains = pyodide.runPython("import agent_py.pyodide_loop as l; l.install(); l.drains");
   last = performance.now();
   page = pyodide.globals.get("page");
   try {
@@ -329,11 +329,11 @@ async function run({ question }) {
     return;
   }
   running = true;
-  const tasksBefore = loopTasks();
+  const drainsBefore = loopDrains();
   stepClock.reset();
   try {
     const resultJson = await page.run(question);
-    const overhead = { step_ms: stepClock.finish(), browser_tasks: tasksBefore === undefined ? null : loopTasks() - tasksBefore };
+    const overhead = { step_ms: stepClock.finish(), drains: drainsBefore === undefined ? null : loopDrains() - drainsBefore };
     post(toUI.runFinished(JSON.parse(resultJson), engine.counts, overhead));
   } catch (error) {
     post(toUI.error(`The agent failed: ${error.message || error}`));

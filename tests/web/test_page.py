@@ -127,10 +127,10 @@ def test_scripted_run_renders_plan_statuses_thinking_and_a_safe_markdown_answer(
     assert page.evaluate("window.__pwned") is None
     assert request_log.foreign() == []
     # The run's tasks ran on agent_py's event loop (agent_py/pyodide_loop.py), which counts
-    # the browser tasks it used; on Pyodide's own loop the worker has no count to report.
+    # its drains; on Pyodide's own loop the worker has no count to report.
     page.wait_for_function("window.agentApp.lastOverhead !== undefined", timeout=60_000)
     overhead = page.evaluate("window.agentApp.lastOverhead")
-    assert isinstance(overhead["browser_tasks"], int) and overhead["browser_tasks"] > 0
+    assert isinstance(overhead["drains"], int) and overhead["drains"] > 0
     assert len(overhead["step_ms"]) == 2
 
 

@@ -43,31 +43,54 @@ async def fifo_order():
     return order
 
 
-async def turns_share_browser_tasks():
+async def turns_share_drains():
     loop = asyncio.get_running_loop()
     turns = 2000
-    before = loop.browser_tasks
+    before = loop.drains
     for _ in range(turns):
         await asyncio.sleep(0)
-    used = loop.browser_tasks - before
+    used = loop.drains - before
     # One browser task per turn is what WebLoop does; a time slice holds many turns.
     if used > turns // 10:
-        raise AssertionError(f"{turns} turns took {used} browser tasks")
-    return f"{turns} turns in {used} browser tasks"
+        raise AssertionError(f"{turns} turns took {used} drains")
+    return f"{turns} turns in {used} drains"
 
 
-async def yields_to_the_browser():
-    # Python that never waits for anything still lets the browser run its tasks (a message
-    # from the page, a timer) between time slices.
+async def promises_settle_without_browser_tasks():
+    # A settled JavaScript promise wakes Python in a microtask, not a browser task of its own.
+    loop = asyncio.get_running_loop()
+    awaits = 200
+    before = loop.browser_tasks
+    for n in range(awaits):
+        if await js.Promise.resolve(n) != n:
+            raise AssertionError(f"await {n} gave the wrong value")
+    used = loop.browser_tasks - before
+    if used > awaits // 10:
+        raise AssertionError(f"{awaits} awaited promises took {used} browser tasks")
+    return f"{awaits} awaited promises in {used} browser tasks"
+
+
+async def keep_busy_until_a_timer_fires(wait):
+    # Python that never waits for a browser task (its own turns, promises that settle at
+    # once) still lets the browser run its tasks (a message from the page, a timer) between
+    # time slices.
     fired = []
     js.setTimeout(create_once_callable(lambda: fired.append(True)), 0)
     turns, started = 0, time.perf_counter()
     while not fired:
-        await asyncio.sleep(0)
+        await wait()
         turns += 1
         if time.perf_counter() - started > HANG_GUARD_S:  # the guard's timer could not fire
             raise AssertionError(f"no browser task ran during {turns} busy turns")
     return f"a browser timer ran after {turns} busy turns"
+
+
+async def yields_to_the_browser():
+    return await keep_busy_until_a_timer_fires(lambda: asyncio.sleep(0))
+
+
+async def promise_chain_yields_to_the_browser():
+    return await keep_busy_until_a_timer_fires(lambda: js.Promise.resolve(0))
 
 
 async def failing_callback_is_reported():
@@ -117,8 +140,10 @@ async def timers_and_promises():
 for name, check in [
     ("loop installed", installed),
     ("loop: FIFO order", fifo_order),
-    ("loop: turns share browser tasks", turns_share_browser_tasks),
+    ("loop: turns share drains", turns_share_drains),
+    ("loop: promises settle without browser tasks", promises_settle_without_browser_tasks),
     ("loop: yields to the browser", yields_to_the_browser),
+    ("loop: promise chain yields to the browser", promise_chain_yields_to_the_browser),
     ("loop: failing callback reported", failing_callback_is_reported),
     ("loop: cancelled callback skipped", cancelled_callback_is_skipped),
     ("loop: timers and promises", timers_and_promises),
