@@ -61,18 +61,26 @@ function setRunning(value) {
 }
 
 // --- events: stored first, then drawn ----------------------------------------------------------
-// A batch from the worker (one turn of its loop) is stored in one transaction.
+// Events wait in `unsaved` while the store commits earlier ones, then go in one transaction:
+// one per batch the worker sent (a turn of its loop) while the store is idle, fewer when the
+// store is busy (a transaction costs the UI thread and the browser far more than an event).
+let unsaved = [];
 function onAgentEvents(events) {
+  const queued = unsaved.length > 0; // a save is waiting to start: these go with it
+  unsaved.push(...events);
+  if (queued) return;
   eventQueue = eventQueue.then(async () => {
+    const batch = unsaved;
+    unsaved = [];
     if (store && !storeFailed) {
       try {
-        await store.appendMany(events);
+        await store.appendMany(batch);
       } catch (error) {
         storeFailed = true;
         showError(`Session history is not being saved: ${error.message || error}`);
       }
     }
-    for (const event of events) drawEvent(event);
+    for (const event of batch) drawEvent(event);
   });
 }
 
