@@ -21,9 +21,15 @@ let running = false;
 const pendingSandbox = new Map();
 let nextSandboxId = 1;
 
-// Agent events wait here until the end of the current turn, then go in one message; anything
-// else posted meanwhile sends them first, so the UI sees every message in the order it was made.
+// Agent events wait here until the end of the current turn, then go in one message; streamed
+// text waits until other messages are sent or TOKEN_FLUSH_MS has passed, then goes in one
+// message too (an engine streams a token at a time, and every message costs the UI thread a
+// task and a redraw). At most one of the two holds anything, and anything else posted sends it
+// first, so the UI sees every message in the order it was made.
+const TOKEN_FLUSH_MS = 50; // the live output still updates 20 times a second
 let pendingEvents = []; // JSON strings, as Python emitted them
+let pendingTokens = null; // {purpose, step, text}
+let tokenTimer = 0;
 function flushEvents() {
   if (!pendingEvents.length) return;
   const events = JSON.parse(`[${pendingEvents.join(",")}]`);
@@ -31,8 +37,28 @@ function flushEvents() {
   for (const event of events) stepClock.onEvent(event.type);
   self.postMessage(toUI.events(events));
 }
-const post = (message) => {
+function flushTokens() {
+  if (!pendingTokens) return;
+  clearTimeout(tokenTimer);
+  const { purpose, step, text } = pendingTokens;
+  pendingTokens = null;
+  self.postMessage(toUI.token(purpose, step, text));
+}
+function flushPending() {
   flushEvents();
+  flushTokens();
+}
+function postToken(purpose, step, text) {
+  if (pendingTokens && pendingTokens.purpose === purpose && pendingTokens.step === step) {
+    pendingTokens.text += text;
+    return;
+  }
+  flushPending();
+  pendingTokens = { purpose, step, text };
+  tokenTimer = setTimeout(flushTokens, TOKEN_FLUSH_MS);
+}
+const post = (message) => {
+  flushPending();
   self.postMessage(message);
 };
 
@@ -115,7 +141,7 @@ const bridge = {
   async engineChat(messagesJson, callJson) {
     const call = JSON.parse(callJson);
     try {
-      const onToken = (text) => post(toUI.token(call.purpose, call.step, text));
+      const onToken = (text) => postToken(call.purpose, call.step, text);
       const onNote = (text) => post(toUI.engineNote(call.purpose, call.step, text));
       const messages = JSON.parse(messagesJson);
       return ok(await engineTime(() => engine.chat(messages, call, onToken, onNote)));
@@ -131,6 +157,7 @@ const bridge = {
     });
   },
   emit(eventJson) {
+    flushTokens();
     pendingEvents.push(eventJson);
     if (pendingEvents.length === 1) queueMicrotask(flushEvents);
   },

@@ -158,6 +158,51 @@ def test_stop_ends_a_running_task_and_the_ui_says_so(page: Any, scripted: str) -
     assert page.get_by_role("button", name="Stop").is_disabled()
 
 
+# Records every token message the worker sends the UI, before the page's own scripts run.
+COUNT_TOKEN_MESSAGES = """
+window.__tokenMessages = [];
+const PageWorker = window.Worker;
+window.Worker = class extends PageWorker {
+  constructor(...args) {
+    super(...args);
+    this.addEventListener("message", ({ data }) => {
+      if (data?.type === "token") window.__tokenMessages.push(data);
+    });
+  }
+};
+"""
+
+
+def test_streamed_text_reaches_the_live_output_whole_in_order_and_in_few_messages(
+    page: Any, scripted: str
+) -> None:
+    page.add_init_script(COUNT_TOKEN_MESSAGES)
+    open_app(page, scripted)
+    the_plan = plan([step("s1", "llm_generator", {"prompt": "write"})])
+    written = "word " * 120  # 25 pieces, streamed at once
+    said = done("slowly said")  # 2 pieces, half a second apart
+    run_task(
+        page,
+        "write",
+        {"plan": the_plan, "generate": written, "rethink": {"text": said, "delay_ms": 1000}},
+    )
+    assert wait_final(page) == "completed"
+
+    page.wait_for_function(
+        f"document.getElementById('live').textContent.length >= {len(the_plan + written + said)}"
+    )
+    assert page.locator("#live").text_content() == the_plan + written + said
+    messages = page.evaluate("window.__tokenMessages")
+    by_purpose = {
+        purpose: [m["text"] for m in messages if m["purpose"] == purpose]
+        for purpose in ("plan", "generate", "rethink")
+    }
+    # Text streamed in one go is one message; text that comes slowly still shows as it comes.
+    assert by_purpose["plan"] == [the_plan]
+    assert by_purpose["generate"] == [written]
+    assert len(by_purpose["rethink"]) == 2 and "".join(by_purpose["rethink"]) == said
+
+
 def test_an_infinite_loop_is_killed_at_its_timeout_while_the_ui_answers(
     page: Any, scripted: str
 ) -> None:
