@@ -326,6 +326,9 @@ class PageSession:
         user: UserBridge | None = None,
     ) -> None:
         self._bridge = bridge
+        # Looked up once: reading an attribute of a JavaScript object from Python is a
+        # crossing of its own, and every event takes this path.
+        self._send_event = bridge.emit
         self._session = session
         self._settings = PageSettings()
         self._agent: Agent | None = None
@@ -542,7 +545,7 @@ class PageSession:
         return self._agent
 
     def _emit(self, event: Event) -> None:
-        self._bridge.emit(event.to_json())
+        self._send_event(event.to_json())
 
 
 def _no_network(config: MCPServerConfig) -> HTTPTransport:

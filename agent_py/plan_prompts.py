@@ -75,10 +75,17 @@ def plan_example_turns(registry: ToolRegistry, shape: PlanShape) -> list[Message
 
 
 def plan_system_message(
-    registry: ToolRegistry, shape: PlanShape, *, with_examples: bool, focus: Iterable[str]
+    registry: ToolRegistry,
+    shape: PlanShape,
+    *,
+    with_examples: bool,
+    focus: Iterable[str],
+    content: str | None = None,
 ) -> Message:
     """The system message, with shorter stand-ins for a tight context window: full
-    entries only for the tools in ``focus``, then one line per tool, then names only."""
+    entries only for the tools in ``focus``, then one line per tool, then names only.
+    ``content``: the full prompt, when the caller has it already (a new focus leaves it as
+    it is)."""
     wanted = set(focus)
 
     def prompt(detail: Callable[[ToolBase], Detail]) -> str:
@@ -86,7 +93,7 @@ def plan_system_message(
 
     return {
         "role": "system",
-        "content": prompt(lambda tool: Detail.FULL),
+        "content": prompt(lambda tool: Detail.FULL) if content is None else content,
         "keep": Keep.TOOLS,
         "compact": stand_ins(
             lambda: [

@@ -282,8 +282,8 @@ class PlanAndRethink:
             memory.replanned()
         run.plans.append(plan)
         used = {step.tool_name for plan in run.plans for step in plan.steps()}
-        if used != self._focus:  # its stand-ins are four renders of the prompt: only anew
-            conversation[0] = self._system_message(used)
+        if used != self._focus:  # only its stand-ins keep the focused tools whole
+            conversation[0] = self._system_message(used, content=conversation[0]["content"])
         return plan
 
     @staticmethod
@@ -294,10 +294,14 @@ class PlanAndRethink:
             for name in ("rethink_user", "answer_user", "generator_system", "arguments_system")
         ]
 
-    def _system_message(self, focus: set[str]) -> Message:
+    def _system_message(self, focus: set[str], content: str | None = None) -> Message:
         self._focus = focus
         return plan_system_message(
-            self.registry, self.plan_shape, with_examples=self.strategy.examples, focus=focus
+            self.registry,
+            self.plan_shape,
+            with_examples=self.strategy.examples,
+            focus=focus,
+            content=content,
         )
 
     async def _make_plan(self, conversation: list[Message]) -> PlanSchema:
