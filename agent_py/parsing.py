@@ -42,9 +42,19 @@ def split_thinking(text: str) -> tuple[str, str]:
 
 
 def extract_tag(text: str, tag: str) -> str | None:
-    """The content of ``<tag>…</tag>``; to the end of the text when the close is missing."""
-    match = re.search(rf"<{tag}>(.*?)(?:</{tag}>|$)", text, re.DOTALL | re.IGNORECASE)
-    return match.group(1).strip() if match else None
+    """The content of the first ``<tag>…</tag>`` (any case); to the end of the text when the
+    close is missing."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a character whose lower case is longer: slower, exact
+        match = re.search(rf"<{tag}>(.*?)(?:</{tag}>|$)", text, re.DOTALL | re.IGNORECASE)
+        return match.group(1).strip() if match else None
+    # Plain searches: the regex took a third of reading a plan (0.1 ms in Pyodide).
+    opening = lowered.find(f"<{tag}>")
+    if opening < 0:
+        return None
+    start = opening + len(tag) + 2
+    end = lowered.find(f"</{tag}>", start)
+    return text[start : end if end >= 0 else len(text)].strip()
 
 
 def extract_json(text: str) -> Any:

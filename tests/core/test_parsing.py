@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +15,7 @@ from agent_py.parsing import (
     ReplyParseError,
     RethinkStatus,
     extract_json,
+    extract_tag,
     parse_plan,
     parse_rethink,
     split_thinking,
@@ -106,6 +108,31 @@ def test_parse_plan_returns_a_plan_or_the_documented_error(text: str) -> None:
         assert isinstance(exc.reason, str) and exc.reason
     else:
         assert isinstance(result, PlanSchema)
+
+
+def _tag_by_regex(text: str, tag: str) -> str | None:
+    match = re.search(rf"<{tag}>(.*?)(?:</{tag}>|$)", text, re.DOTALL | re.IGNORECASE)
+    return match.group(1).strip() if match else None
+
+
+_TAG_PIECES = st.one_of(
+    st.sampled_from(["<plan>", "</plan>", "<PLAN>", "</Plan>", "<plan", "plan>", "\n", " "]),
+    st.sampled_from(["İ", "ß", "ﬁ", "Σ", "K"]),  # lower case longer, or special in regexes
+    st.text(max_size=8),
+)
+
+
+@given(st.lists(_TAG_PIECES, max_size=10).map("".join))
+@settings(max_examples=400)
+def test_extract_tag_reads_the_first_tag_in_any_case_as_a_regex_would(text: str) -> None:
+    assert extract_tag(text, "plan") == _tag_by_regex(text, "plan")
+
+
+def test_extract_tag_examples() -> None:
+    assert extract_tag("a <Plan> x </PLAN> <plan>y</plan>", "plan") == "x"
+    assert extract_tag("<status>done", "status") == "done"  # the close cut off
+    assert extract_tag("İ<final>ok</final>", "final") == "ok"  # lower() would shift indices
+    assert extract_tag("no tag here", "final") is None
 
 
 def test_split_thinking_takes_only_a_leading_block() -> None:
