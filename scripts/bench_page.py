@@ -13,10 +13,14 @@ Prints, in one run:
   outside the engine per step, one sample per step, taken per task since a task's steps run
   together (web/worker.js, stepClock): p50 and p95, of all runs and of those after the first
   five (the first runs after a boot pay for code that runs for the first time, JIT tiers
-  included); next to the average per step in CPython.
+  included), and of the first task's steps (they carry the planning) against the later
+  tasks'; next to the average per step in CPython.
+- with ``--threads``: where the CPU goes while runs go on, from a CDP trace of a few runs
+  after RUNS: the worker's CPU time against its busy time (the rest it spent waiting for a
+  core), and the CPU time of the busiest other threads of the browser.
 
-Run: ``.venv/bin/python scripts/bench_page.py [--rounds N]`` (after
-``bash scripts/setup.sh --browser``). With several rounds, each number is the median.
+Run: ``.venv/bin/python scripts/bench_page.py [--rounds N] [--steps-only] [--threads]``
+(after ``bash scripts/setup.sh --browser``). With several rounds, each number is the median.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +48,8 @@ from agent_py.web_server import start_server  # noqa: E402
 STEPS = 9  # three tasks of three generator steps
 RUNS = 20
 WARM_UP_RUNS = 5  # the first runs after boot, when much of the code runs for the first time
+TASK_STEPS = 3  # each task of the scripted plan; a run's first task carries the planning
+TRACED_RUNS = 5
 
 
 config = load_browser_config()
@@ -117,26 +124,34 @@ def wait_offline_copy(page: Any) -> None:
     )
 
 
+REPLIES = {
+    "plan": plan_reply(),
+    "generate": "text",
+    "rethink": "<status>continue</status>",
+    "answer": "done",
+}
+
+
+def run_once(page: Any) -> dict[str, Any]:
+    """One scripted run of STEPS steps in the page; its result."""
+    page.evaluate("r => window.agentApp.setScript(r)", REPLIES)
+    page.evaluate("window.agentApp.lastResult = undefined; window.agentApp.run('bench')")
+    page.wait_for_function("window.agentApp.lastResult !== undefined", timeout=120_000)
+    result: dict[str, Any] | None = page.evaluate("window.agentApp.lastResult")
+    if result is None or result["stats"]["steps_run"] != STEPS:
+        raise RuntimeError(f"the scripted run did not run {STEPS} steps: {result}")
+    return result
+
+
 def in_page_overhead(page: Any) -> tuple[list[float], list[float], list[int]]:
     """Per-step orchestration overhead samples (ms) of RUNS runs of STEPS steps, each run's
     average per step as Python measures it (the engine bridge counts as model time), and the
     drains of each run's event loop (agent_py/pyodide_loop.py)."""
-    replies = {
-        "plan": plan_reply(),
-        "generate": "text",
-        "rethink": "<status>continue</status>",
-        "answer": "done",
-    }
     samples: list[float] = []
     averages: list[float] = []  # per run, as Python sees it (wall less model time, per step)
     drains: list[int] = []
     for _ in range(RUNS):
-        page.evaluate("r => window.agentApp.setScript(r)", replies)
-        page.evaluate("window.agentApp.lastResult = undefined; window.agentApp.run('bench')")
-        page.wait_for_function("window.agentApp.lastResult !== undefined", timeout=120_000)
-        result = page.evaluate("window.agentApp.lastResult")
-        if result is None or result["stats"]["steps_run"] != STEPS:
-            raise RuntimeError(f"the scripted run did not run {STEPS} steps: {result}")
+        result = run_once(page)
         overhead = page.evaluate("window.agentApp.lastOverhead")
         if overhead["drains"] is None:
             raise RuntimeError("the page's event loop is not agent_py's BatchedWebLoop")
@@ -151,14 +166,7 @@ def cpython_overhead() -> float:
     from agent_py import Agent, AgentConfig, LLMGenerator, ResidencyPolicy, ScriptedLLM
 
     async def once() -> float:
-        llm = ScriptedLLM.replaying(
-            {
-                "plan": plan_reply(),
-                "generate": "text",
-                "rethink": "<status>continue</status>",
-                "answer": "done",
-            }
-        )
+        llm = ScriptedLLM.replaying(REPLIES)
         config = AgentConfig(residency=ResidencyPolicy.KEEP_WARM)
         result = await Agent(llm=llm, tools=[LLMGenerator()], config=config).task("bench")
         return (result.stats.wall_time_s - result.stats.model_time_s) / STEPS * 1000
@@ -169,6 +177,13 @@ def cpython_overhead() -> float:
 def after_warm_up(steps: list[float]) -> list[float]:
     """The samples of the runs after the first WARM_UP_RUNS."""
     return steps[WARM_UP_RUNS * STEPS :]
+
+
+def first_task_and_later(steps: list[float]) -> tuple[list[float], list[float]]:
+    """The samples of the runs' first tasks (planning included) and of their later tasks."""
+    first = [s for i, s in enumerate(steps) if i % STEPS < TASK_STEPS]
+    later = [s for i, s in enumerate(steps) if i % STEPS >= TASK_STEPS]
+    return first, later
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -234,10 +249,12 @@ def steps_only(playwright: Any, base: str, rounds: int) -> None:
         p95s.append(percentile(steps, 0.95))
         steady = after_warm_up(steps)
         steady_p95s.append(percentile(steady, 0.95))
+        first, later = first_task_and_later(steady)
         print(
             f"Pyodide (page)  p50 {p50s[-1]:6.2f} ms  p95 {p95s[-1]:6.2f} ms"
             f"  (max {max(steps):.2f}; after {WARM_UP_RUNS} runs: p50"
-            f" {percentile(steady, 0.5):.2f}, p95 {steady_p95s[-1]:.2f};"
+            f" {percentile(steady, 0.5):.2f}, p95 {steady_p95s[-1]:.2f}, first task p50"
+            f" {percentile(first, 0.5):.2f}, later tasks p50 {percentile(later, 0.5):.2f};"
             f" Python's view {statistics.median(averages):.2f} ms/step;"
             f" {statistics.median(drains):.0f} loop drains a run)"
         )
@@ -247,6 +264,74 @@ def steps_only(playwright: Any, base: str, rounds: int) -> None:
         f" (after {WARM_UP_RUNS} runs: p95 {statistics.median(steady_p95s):.2f});"
         " target p95 <= 2"
     )
+
+
+def threads_cpu(trace: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """CPU and busy time (ms) of each thread in a Chrome trace, by "process/thread" name:
+    the sums over its outermost slices of their thread time and wall time."""
+    names: dict[tuple[int, int], str] = {}
+    processes: dict[int, str] = {}
+    slices: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for event in trace:
+        where = (event.get("pid", 0), event.get("tid", 0))
+        if event.get("ph") == "M" and event.get("name") == "thread_name":
+            names[where] = event["args"]["name"]
+        elif event.get("ph") == "M" and event.get("name") == "process_name":
+            processes[where[0]] = event["args"]["name"]
+        elif event.get("ph") == "X" and "dur" in event:
+            slices[where].append(event)
+    totals: dict[str, tuple[float, float]] = {}
+    for where, events in slices.items():
+        events.sort(key=lambda e: (e["ts"], -e["dur"]))
+        end, cpu, busy = -1.0, 0.0, 0.0
+        for event in events:
+            if event["ts"] >= end:  # not inside the slice before
+                cpu += event.get("tdur", 0)
+                busy += event["dur"]
+                end = event["ts"] + event["dur"]
+        name = f"{processes.get(where[0], where[0])}/{names.get(where, where[1])}"
+        was_cpu, was_busy = totals.get(name, (0.0, 0.0))  # a pool's threads add up
+        totals[name] = (was_cpu + cpu / 1000, was_busy + busy / 1000)
+    return totals
+
+
+def threads(playwright: Any, base: str) -> list[str]:
+    """Where the CPU goes while the page runs, from a CDP trace of TRACED_RUNS runs after RUNS:
+    the lines to print."""
+    browser = playwright.chromium.launch(**config.launch_options())
+    try:
+        page = browser.new_context().new_page()
+        boot(page, f"{base}index.html?engine=scripted")
+        in_page_overhead(page)  # the code paths and the JIT warm first
+        cdp = browser.new_browser_cdp_session()
+        trace: list[dict[str, Any]] = []
+        complete: list[bool] = []
+        cdp.on("Tracing.dataCollected", lambda data: trace.extend(data["value"]))
+        cdp.on("Tracing.tracingComplete", lambda _: complete.append(True))
+        categories = ["toplevel", "v8", "devtools.timeline", "disabled-by-default-v8.gc"]
+        cdp.send(
+            "Tracing.start",
+            {"traceConfig": {"includedCategories": categories}, "transferMode": "ReportEvents"},
+        )
+        for _ in range(TRACED_RUNS):
+            run_once(page)
+        cdp.send("Tracing.end")
+        while not complete:  # the trace arrives in events; only a guard against a hang
+            page.wait_for_timeout(50)
+    finally:
+        browser.close()
+    totals = threads_cpu(trace)
+    workers = [name for name in totals if name.endswith("/DedicatedWorker thread")]
+    agent = max(workers, key=lambda name: totals[name][0])  # the busiest: the agent's
+    cpu, busy = totals[agent]
+    lines = [
+        f"CPU per run during {TRACED_RUNS} scripted runs after {RUNS} (CDP trace):",
+        f"  agent worker  {cpu / TRACED_RUNS:6.1f} ms of CPU in {busy / TRACED_RUNS:.1f} ms busy"
+        f" ({1 - cpu / max(busy, 1e-9):.0%} of it waiting for a core)",
+    ]
+    others = sorted(((t[0], name) for name, t in totals.items() if name != agent), reverse=True)
+    lines += [f"  {cpu / TRACED_RUNS:6.1f} ms  {name}" for cpu, name in others[:6]]
+    return lines
 
 
 def median_of(rounds: list[dict[str, Any]], *path: str) -> float:
@@ -269,13 +354,20 @@ def main() -> None:
         action="store_true",
         help="only the per-step overhead, after one boot (a quick check of a change to it)",
     )
+    parser.add_argument(
+        "--threads",
+        action="store_true",
+        help="also trace a few runs: the worker's CPU time and the busiest other threads",
+    )
     args = parser.parse_args()
 
     server, base = start_server(port=0)
     if args.steps_only:
         with sync_playwright() as playwright:
             steps_only(playwright, base, args.rounds)
+            traced = threads(playwright, base) if args.threads else []
         server.shutdown()
+        print("\n".join(traced))
         print(f"CPython {cpython_overhead():.2f} ms/step")
         return
     with sync_playwright() as playwright:
@@ -289,6 +381,7 @@ def main() -> None:
         rounds = [
             one_round(playwright, base, overhead=(i == args.rounds - 1)) for i in range(args.rounds)
         ]
+        traced = threads(playwright, base) if args.threads else []
     server.shutdown()
 
     print(f"agent_py page benchmark (headless Chromium, scripted engine, {args.rounds} round(s))\n")
@@ -322,6 +415,7 @@ def main() -> None:
     print(f"  {'warm-up after ready':22s}{warm['cold']:10.0f}{warm['cached']:10.0f}")
     steps = rounds[-1]["steps"]
     steady = after_warm_up(steps)
+    first, later = first_task_and_later(steady)
     p50, p95 = percentile(steps, 0.5), percentile(steps, 0.95)
     print(
         f"\norchestration overhead per step, engine time excluded "
@@ -330,12 +424,16 @@ def main() -> None:
         f"  (max {max(steps):.2f}; target p95 <= 2)"
         f"\n  after {WARM_UP_RUNS} runs   p50 {percentile(steady, 0.5):6.2f} ms"
         f"  p95 {percentile(steady, 0.95):6.2f} ms"
+        f"  (first task, planning included: p50 {percentile(first, 0.5):.2f} ms;"
+        f" later tasks: p50 {percentile(later, 0.5):.2f} ms)"
         f"\n  Pyodide (page)  {statistics.median(rounds[-1]['run_averages']):6.2f} ms/step "
         "(median run average, as Python sees it: model time and bridge excluded)"
         f"\n  event loop      {statistics.median(rounds[-1]['drains']):6.0f} drains"
         " a run (agent_py/pyodide_loop.py)"
         f"\n  CPython         {cpython_overhead():6.2f} ms/step (the same)"
     )
+    if traced:
+        print("\n" + "\n".join(traced))
 
 
 if __name__ == "__main__":
