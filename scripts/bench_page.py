@@ -186,6 +186,18 @@ def first_task_and_later(steps: list[float]) -> tuple[list[float], list[float]]:
     return first, later
 
 
+def steady_figures(steps: list[float]) -> str:
+    """The runs after the warm-up: p50 and p95 of all their steps, and the p50 of their first
+    tasks' steps (planning included) and of the later tasks'."""
+    steady = after_warm_up(steps)
+    first, later = first_task_and_later(steady)
+    return (
+        f"p50 {percentile(steady, 0.5):.2f} ms, p95 {percentile(steady, 0.95):.2f} ms"
+        f" (first task, planning included: p50 {percentile(first, 0.5):.2f} ms;"
+        f" later tasks: p50 {percentile(later, 0.5):.2f} ms)"
+    )
+
+
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -247,16 +259,12 @@ def steps_only(playwright: Any, base: str, rounds: int) -> None:
             context.close()
         p50s.append(percentile(steps, 0.5))
         p95s.append(percentile(steps, 0.95))
-        steady = after_warm_up(steps)
-        steady_p95s.append(percentile(steady, 0.95))
-        first, later = first_task_and_later(steady)
+        steady_p95s.append(percentile(after_warm_up(steps), 0.95))
         print(
             f"Pyodide (page)  p50 {p50s[-1]:6.2f} ms  p95 {p95s[-1]:6.2f} ms"
-            f"  (max {max(steps):.2f}; after {WARM_UP_RUNS} runs: p50"
-            f" {percentile(steady, 0.5):.2f}, p95 {steady_p95s[-1]:.2f}, first task p50"
-            f" {percentile(first, 0.5):.2f}, later tasks p50 {percentile(later, 0.5):.2f};"
-            f" Python's view {statistics.median(averages):.2f} ms/step;"
+            f"  (max {max(steps):.2f}; Python's view {statistics.median(averages):.2f} ms/step;"
             f" {statistics.median(drains):.0f} loop drains a run)"
+            f"\n  after {WARM_UP_RUNS} runs: {steady_figures(steps)}"
         )
     print(
         f"median of {rounds} round(s) of {RUNS} runs of {STEPS} steps:"
@@ -302,7 +310,8 @@ def threads(playwright: Any, base: str) -> list[str]:
     try:
         page = browser.new_context().new_page()
         boot(page, f"{base}index.html?engine=scripted")
-        in_page_overhead(page)  # the code paths and the JIT warm first
+        for _ in range(RUNS):  # the code paths and the JIT warm first
+            run_once(page)
         cdp = browser.new_browser_cdp_session()
         trace: list[dict[str, Any]] = []
         complete: list[bool] = []
@@ -414,18 +423,13 @@ def main() -> None:
     warm = {v: median_of(rounds, v, "warm_after_ready_ms") for v in ("cold", "cached")}
     print(f"  {'warm-up after ready':22s}{warm['cold']:10.0f}{warm['cached']:10.0f}")
     steps = rounds[-1]["steps"]
-    steady = after_warm_up(steps)
-    first, later = first_task_and_later(steady)
     p50, p95 = percentile(steps, 0.5), percentile(steps, 0.95)
     print(
         f"\norchestration overhead per step, engine time excluded "
         f"({len(steps)} steps of {RUNS} runs):"
         f"\n  Pyodide (page)  p50 {p50:6.2f} ms  p95 {p95:6.2f} ms"
         f"  (max {max(steps):.2f}; target p95 <= 2)"
-        f"\n  after {WARM_UP_RUNS} runs   p50 {percentile(steady, 0.5):6.2f} ms"
-        f"  p95 {percentile(steady, 0.95):6.2f} ms"
-        f"  (first task, planning included: p50 {percentile(first, 0.5):.2f} ms;"
-        f" later tasks: p50 {percentile(later, 0.5):.2f} ms)"
+        f"\n  after {WARM_UP_RUNS} runs   {steady_figures(steps)}"
         f"\n  Pyodide (page)  {statistics.median(rounds[-1]['run_averages']):6.2f} ms/step "
         "(median run average, as Python sees it: model time and bridge excluded)"
         f"\n  event loop      {statistics.median(rounds[-1]['drains']):6.0f} drains"
