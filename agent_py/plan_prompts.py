@@ -45,9 +45,12 @@ def plan_system_prompt(
     )
 
 
-def plan_example_turns(registry: ToolRegistry, shape: PlanShape) -> list[Message]:
+def plan_example_turns(
+    registry: ToolRegistry, shape: PlanShape, *, compact: bool = False
+) -> list[Message]:
     """Earlier turns that show plans in this shape: a user task, then the plan as reply.
-    Only examples whose tools all exist are shown."""
+    Only examples whose tools all exist are shown. ``compact``: the JSON without spaces,
+    as a compact grammar makes the model write it (and fewer tokens to prefill)."""
     turns: list[Message] = []
     for example in examples()["plan"]:
         steps = [step for task in example["tasks"] for step in task["steps"]]
@@ -70,7 +73,8 @@ def plan_example_turns(registry: ToolRegistry, shape: PlanShape) -> list[Message
         if len(plan["tasks"]) > shape.max_tasks:
             continue
         turns.append({"role": "user", "content": render("plan_user", question=example["task"])})
-        turns.append({"role": "assistant", "content": f"<plan>{json.dumps(plan)}</plan>"})
+        text = json.dumps(plan, separators=(",", ":") if compact else None)
+        turns.append({"role": "assistant", "content": f"<plan>{text}</plan>"})
     return turns
 
 

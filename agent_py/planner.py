@@ -106,7 +106,9 @@ class PlanAndRethink:
         ]
         system = conversation[0]["content"]
         if self.strategy.examples:
-            conversation += plan_example_turns(self.registry, self.plan_shape)
+            conversation += plan_example_turns(
+                self.registry, self.plan_shape, compact=self.model.compact_json
+            )
         conversation.append(
             {
                 "role": "user",
