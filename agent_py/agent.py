@@ -20,6 +20,7 @@ from agent_py.llm import (
     ModelStats,
     ResidencyPolicy,
     Sampling,
+    Usage,
 )
 from agent_py.model_client import ModelClient, ReplyBudgets, TokenListener
 from agent_py.plan import PlanSchema, PlanShape
@@ -161,18 +162,7 @@ class Agent:
         state, error = AgentState.FAILED, None
         cancelled_from_outside = False
         try:
-            planner = PlanAndRethink(
-                self.model,
-                self.tools,
-                self.recorder,
-                max_steps=self.config.max_steps,
-                max_replans=self.config.max_replans,
-                tool_timeout_s=self.config.tool_timeout_s,
-                plan_shape=self.config.plan_shape,
-                strategy=self.config.strategy,
-                on_state=self._set_state,
-            )
-            await planner.plan(question, run)
+            await self._planner().plan(question, run)
             state = AgentState.COMPLETED
         except asyncio.CancelledError:
             state, error = AgentState.CANCELLED, "stopped by the user"
@@ -201,6 +191,27 @@ class Agent:
         if cancelled_from_outside:
             raise asyncio.CancelledError
         return result
+
+    async def prepare(self) -> Usage | None:
+        """Load the planner's model and prefill the plan call's fixed part (system prompt,
+        tools, examples) while no task runs, so the next task's first call skips it. A task
+        started meanwhile waits for it: the prefix is the same, so waiting is never slower
+        than starting over. Returns the engine's usage, or None where the engine keeps no
+        prompt cache (or the model is unloaded between units)."""
+        return await self._planner().prefill()
+
+    def _planner(self) -> PlanAndRethink:
+        return PlanAndRethink(
+            self.model,
+            self.tools,
+            self.recorder,
+            max_steps=self.config.max_steps,
+            max_replans=self.config.max_replans,
+            tool_timeout_s=self.config.tool_timeout_s,
+            plan_shape=self.config.plan_shape,
+            strategy=self.config.strategy,
+            on_state=self._set_state,
+        )
 
     def cancel(self) -> None:
         """Stop the running task; ``task()`` then returns with state ``cancelled``."""

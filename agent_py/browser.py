@@ -11,6 +11,9 @@ JSON is typed here):
 - ``engineReload(model)``, ``engineUnload()``, ``engineInterrupt()`` → :class:`EngineReply`
 - ``engineChat(messages_json, call_json)``: ``call_json`` is an :class:`EngineCall` →
   :class:`EngineReply` with the text, the usage and the finish reason
+- ``enginePrefill(messages_json, call_json)``: the engine computes and keeps the prompt's KV
+  cache (no reply) → :class:`EngineReply` with the usage; ``prefilled`` is false where the
+  engine keeps no cache to fill
 - ``runJavaScript(code, timeout_ms, output_limit)`` → the tool's own
   :class:`~agent_py.tools.javascript.JSRunResult`
 - ``emit(event_json)``: an agent event for the UI (and the session store).
@@ -86,6 +89,7 @@ class Bridge(Protocol):
     def engineUnload(self) -> Awaitable[str]: ...
     def engineInterrupt(self) -> Awaitable[str]: ...
     def engineChat(self, messages_json: str, call_json: str) -> Awaitable[str]: ...
+    def enginePrefill(self, messages_json: str, call_json: str) -> Awaitable[str]: ...
     def runJavaScript(self, code: str, timeout_ms: int, output_limit: int) -> Awaitable[str]: ...
     def emit(self, event_json: str) -> None: ...
     def mcpStatus(self, status_json: str) -> None: ...
@@ -138,6 +142,8 @@ class EngineReply(BaseModel):
     text: str = ""
     usage: Usage = Usage()
     finish_reason: str = "stop"
+    prefilled: bool = False
+    """``enginePrefill`` only: the engine kept the prompt's cache."""
     error: EngineFailure = EngineFailure()
 
 
@@ -192,6 +198,11 @@ class BridgeLLM(LLM):
         call_json = EngineCall.of(call).model_dump_json(by_alias=True)
         reply = _checked(await self._bridge.engineChat(json.dumps(messages), call_json))
         return ChatReply(text=reply.text, usage=reply.usage, finish_reason=reply.finish_reason)
+
+    async def prefill(self, messages: list[Message], call: CallInfo) -> Usage | None:
+        call_json = EngineCall.of(call).model_dump_json(by_alias=True)
+        reply = _checked(await self._bridge.enginePrefill(json.dumps(messages), call_json))
+        return reply.usage if reply.prefilled else None
 
 
 class BridgeJSRunner:
@@ -506,14 +517,29 @@ class PageSession:
             validate_arguments(tool.input_schema, {})  # the validator is built and cached
         prompts.preload()
 
+    async def prepare(self) -> str:
+        """Load the model and prefill the planner's fixed prompt while the user types (see
+        :meth:`Agent.prepare`). Returns ``{"prefilled": bool, "prompt_tokens": int}`` as
+        JSON; a failure raises, and the next run meets it again and reports it."""
+        usage = await self._agent_with_current_tools().prepare()
+        return json.dumps(
+            {
+                "prefilled": usage is not None,
+                "prompt_tokens": usage.prompt_tokens if usage is not None else 0,
+            }
+        )
+
     async def run(self, question: str) -> str:
         """Run one task; returns the RunResult as JSON. Events stream through ``emit``."""
+        result = await self._agent_with_current_tools().task(question)
+        return result.model_dump_json()
+
+    def _agent_with_current_tools(self) -> Agent:
         agent = self._ensure_agent()
         # The MCP tools as they are now: servers connected or dropped since the last run,
         # and tool lists that changed, count from this run on.
         agent.tools.replace_all(self._mcp_tools(), keep=self._builtin_names)
-        result = await agent.task(question)
-        return result.model_dump_json()
+        return agent
 
     def cancel(self) -> None:
         if self._agent is not None:

@@ -101,6 +101,9 @@ class Usage(BaseModel):
     prefill_tokens_per_s: float | None = None
     decode_tokens_per_s: float | None = None
     time_to_first_token_s: float | None = None
+    cached_prompt_tokens: int | None = None
+    """Prompt tokens whose KV cache an earlier call (or a prefill) left in place, so the
+    engine did not compute them again; None where the engine does not say."""
 
 
 class ChatReply(BaseModel):
@@ -134,6 +137,12 @@ class LLM(ABC):
     async def interrupt(self) -> None:  # noqa: B027 - optional: not every engine can
         """Stop the generation under way, if the engine can (WebLLM's interruptGenerate)."""
 
+    async def prefill(self, messages: list[Message], call: CallInfo) -> Usage | None:
+        """Compute the KV cache of ``messages`` (a prompt that later calls start with) and
+        keep it, so those calls prefill only what follows. None: this engine keeps no cache
+        to fill (the default)."""
+        return None
+
     def count_tokens(self, text: str) -> int:
         return estimate_tokens(text)
 
@@ -154,7 +163,9 @@ class ScriptedLLM(LLM):
         self._script = script
         self._reply_delay_s = reply_delay_s
         self._loaded: str | None = None
+        self._cached = ""  # the last prompt, as an engine's KV cache keeps it
         self.calls: list[tuple[list[Message], CallInfo]] = []
+        self.prefills: list[list[Message]] = []
         self.load_history: list[str] = []
 
     @classmethod
@@ -185,10 +196,22 @@ class ScriptedLLM(LLM):
 
     async def reload(self, model: str) -> None:
         self._loaded = model
+        self._cached = ""
         self.load_history.append(model)
 
     async def unload(self) -> None:
         self._loaded = None
+        self._cached = ""
+
+    async def prefill(self, messages: list[Message], call: CallInfo) -> Usage | None:
+        """Keeps the prompt as llama.cpp keeps its KV cache: the next call reports the tokens
+        of the text it shares with it as ``cached_prompt_tokens``."""
+        if self._loaded != call.model:
+            raise ModelNotLoadedError(
+                f"model {call.model!r} is not loaded (loaded: {self._loaded!r})"
+            )
+        self.prefills.append([dict(m) for m in messages])  # type: ignore[misc]
+        return self._usage_of(messages, "")
 
     async def chat(
         self, messages: list[Message], call: CallInfo, on_token: TokenCallback | None = None
@@ -205,9 +228,20 @@ class ScriptedLLM(LLM):
         if on_token is not None:
             for start in range(0, len(text), 16):
                 on_token(text[start : start + 16])
-        prompt = sum(self.count_tokens(m["content"]) for m in messages)
-        usage = Usage(prompt_tokens=prompt, completion_tokens=self.count_tokens(text))
-        return ChatReply(text=text, usage=usage)
+        return ChatReply(text=text, usage=self._usage_of(messages, text))
+
+    def _usage_of(self, messages: list[Message], text: str) -> Usage:
+        prompt = "".join(f"<{m['role']}>{m['content']}</{m['role']}>" for m in messages)
+        shared = next(
+            (i for i, (a, b) in enumerate(zip(prompt, self._cached, strict=False)) if a != b),
+            min(len(prompt), len(self._cached)),
+        )
+        self._cached = prompt + text
+        return Usage(
+            prompt_tokens=sum(self.count_tokens(m["content"]) for m in messages),
+            completion_tokens=self.count_tokens(text),
+            cached_prompt_tokens=self.count_tokens(prompt[:shared]) if shared else 0,
+        )
 
 
 class ResidencyPolicy(StrEnum):
@@ -389,6 +423,25 @@ class ManagedLLM:
 
     async def interrupt(self) -> None:
         await self.llm.interrupt()
+
+    async def prefill(
+        self, messages: list[Message], purpose: CallPurpose, *, max_tokens: int
+    ) -> Usage | None:
+        """Load the model of ``purpose``'s role and prefill ``messages`` into the engine's
+        cache, between runs: not counted in any run's stats. None when there is nothing to
+        keep it for (per_step unloads after each unit) or the engine cannot."""
+        if self.effective_policy is ResidencyPolicy.PER_STEP:
+            return None
+        model = self.roles.model_for(ROLE_OF_PURPOSE[purpose])
+        call = CallInfo(purpose, model, max_tokens)
+        async with self._call_lock:
+            if self.llm.loaded_model != model:
+                await self.llm.reload(model)  # before any run: no run's event or count
+            try:
+                return await self.llm.prefill(messages, call)
+            except asyncio.CancelledError:
+                await self.llm.interrupt()
+                raise
 
     async def close(self) -> None:
         async with self._call_lock:

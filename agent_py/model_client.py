@@ -18,7 +18,7 @@ from agent_py.errors import PromptTooLargeError
 from agent_py.events import EventType
 from agent_py.grammar import compact_grammar
 from agent_py.history import EventRecorder
-from agent_py.llm import CallPurpose, LLMError, ManagedLLM, Message, ModelRole, Sampling
+from agent_py.llm import CallPurpose, LLMError, ManagedLLM, Message, ModelRole, Sampling, Usage
 from agent_py.parsing import split_thinking
 
 TokenListener = Callable[[str, str | None, str], None]
@@ -79,6 +79,15 @@ class ModelClient:
     async def unit(self, role: ModelRole) -> AsyncIterator[None]:
         async with self.llm.unit(role):
             yield
+
+    async def prefill(self, messages: list[Message], purpose: CallPurpose) -> Usage | None:
+        """Prefill ``messages``, fitted as :meth:`ask` fits them, into the engine's cache, so
+        a later call that starts with them skips their prefill (see ``ManagedLLM.prefill``)."""
+        try:
+            fitted = fit_messages(messages, self.prompt_budget(purpose), self.llm.count_tokens)
+        except PromptTooLargeError as error:
+            raise LLMError(f"{error} (prefilling the {purpose.value} prompt)") from None
+        return await self.llm.prefill(fitted, purpose, max_tokens=self.budgets.for_purpose(purpose))
 
     async def ask(
         self,

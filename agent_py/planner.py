@@ -24,7 +24,7 @@ from agent_py.execution import (
     result_statuses,
 )
 from agent_py.history import EventRecorder
-from agent_py.llm import CallPurpose, ModelRole, Sampling
+from agent_py.llm import CallPurpose, ModelRole, Sampling, Usage
 from agent_py.messages import Keep, Message, stand_ins
 from agent_py.model_client import ModelClient
 from agent_py.parsing import (
@@ -101,21 +101,8 @@ class PlanAndRethink:
     async def plan(self, question: str, run: PlanRun) -> PlanRun:
         """Solve ``question``, filling ``run`` as it goes (the caller keeps it on failure)."""
         self._on_state(AgentState.PLANNING)
-        conversation: list[Message] = [
-            self._system_message(relevant_tools(self.registry, question))
-        ]
+        conversation = self._opening(question)
         system = conversation[0]["content"]
-        if self.strategy.examples:
-            conversation += plan_example_turns(
-                self.registry, self.plan_shape, compact=self.model.compact_json
-            )
-        conversation.append(
-            {
-                "role": "user",
-                "content": render("plan_user", question=question),
-                "keep": Keep.CURRENT,
-            }
-        )
         async with self.model.unit(ModelRole.PLANNER):
             plan = await self._make_plan(conversation)
         memory = CallMemory()
@@ -210,6 +197,30 @@ class PlanAndRethink:
             raise RunFailure(problem)
         run.answer = final
         return run
+
+    async def prefill(self) -> Usage | None:
+        """Prefill the plan call's fixed part (system prompt, tools, examples) into the
+        engine's cache before a task arrives. The question comes last in the plan prompt, so
+        the first plan call computes only the question's tokens."""
+        return await self.model.prefill(self._opening(""), CallPurpose.PLAN)
+
+    def _opening(self, question: str) -> list[Message]:
+        """The plan call's conversation: the system prompt, the worked examples, the task."""
+        conversation: list[Message] = [
+            self._system_message(relevant_tools(self.registry, question))
+        ]
+        if self.strategy.examples:
+            conversation += plan_example_turns(
+                self.registry, self.plan_shape, compact=self.model.compact_json
+            )
+        conversation.append(
+            {
+                "role": "user",
+                "content": render("plan_user", question=question),
+                "keep": Keep.CURRENT,
+            }
+        )
+        return conversation
 
     async def _retry_plan(
         self, conversation: list[Message], outcomes: list[StepOutcome]

@@ -1,0 +1,101 @@
+"""Preparing the model before a task: the planner's fixed prompt is prefilled into the
+engine's cache, and the first plan call starts with exactly that prompt."""
+
+from __future__ import annotations
+
+import asyncio
+
+from support import make_agent, of_type, plan_reply, step
+
+from agent_py import AgentConfig, AgentState, CallInfo, Message, ScriptedLLM
+from agent_py.llm import ResidencyPolicy, Usage
+from agent_py.profiles import SMALL
+
+PLAN = plan_reply([step("s1", "javascript_execute", {"code": "return 6 * 7"})])
+SMALL_CONFIG = AgentConfig(
+    plan_shape=SMALL.plan_shape, strategy=SMALL.strategy, budgets=SMALL.budgets
+)
+
+
+def small_plan() -> str:
+    return (
+        '<plan>{"tasks":[{"task_id":"t1","task_goal":"Multiply","steps":[{"step_id":"s1",'
+        '"step_goal":"Multiply","tool_name":"javascript_execute","input":"return 6 * 7;"}]}]}'
+        "</plan>"
+    )
+
+
+async def test_the_first_plan_call_reuses_the_prefilled_prompt() -> None:
+    llm = ScriptedLLM.replaying({"plan": small_plan()})
+    agent, sink = make_agent(llm, config=SMALL_CONFIG)
+
+    usage = await agent.prepare()
+    result = await agent.task("Use JavaScript to compute 6 times 7.")
+
+    assert usage is not None and usage.prompt_tokens > 0
+    assert result.state is AgentState.COMPLETED and "42" in result.answer
+    [prefilled] = llm.prefills
+    [(plan_messages, call)] = llm.calls
+    # Everything before the task's own words is the prefilled prompt, word for word.
+    assert prefilled[:-1] == plan_messages[:-1]
+    assert plan_messages[-1]["content"].startswith(prefilled[-1]["content"])
+    assert len(prefilled) > 3  # the system prompt and the worked examples
+    [plan_event] = [e for e in of_type(sink.events, "assistant") if e.meta["purpose"] == "plan"]
+    cached = plan_event.meta["usage"]["cached_prompt_tokens"]
+    assert cached >= usage.prompt_tokens - 5  # all but the task's own words
+    # The preparation is not part of the run: no reload, one model call.
+    assert result.stats.model_calls == {"plan": 1}
+    assert result.stats.reloads == 0
+    assert llm.load_history == [call.model]
+
+
+async def test_without_preparing_nothing_is_cached() -> None:
+    llm = ScriptedLLM.replaying({"plan": small_plan()})
+    agent, sink = make_agent(llm, config=SMALL_CONFIG)
+
+    await agent.task("Use JavaScript to compute 6 times 7.")
+
+    [plan_event] = [e for e in of_type(sink.events, "assistant") if e.meta["purpose"] == "plan"]
+    assert plan_event.meta["usage"]["cached_prompt_tokens"] == 0
+
+
+async def test_per_step_residency_prepares_nothing() -> None:
+    llm = ScriptedLLM.replaying({"plan": PLAN, "rethink": "<status>done</status><final>42</final>"})
+    agent, _ = make_agent(llm, config=AgentConfig(residency=ResidencyPolicy.PER_STEP))
+
+    assert await agent.prepare() is None
+    assert llm.load_history == [] and llm.prefills == []
+
+
+class SlowPrefill(ScriptedLLM):
+    """A prefill that lasts until the test lets it end."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def prefill(self, messages: list[Message], call: CallInfo) -> Usage | None:
+        self.started.set()
+        await self.release.wait()
+        return await super().prefill(messages, call)
+
+
+async def test_a_task_started_during_the_preparation_waits_for_it_and_completes() -> None:
+    llm = SlowPrefill.replaying({"plan": small_plan()})
+    agent, sink = make_agent(llm, config=SMALL_CONFIG)
+
+    preparing = asyncio.create_task(agent.prepare())
+    await llm.started.wait()
+    running = asyncio.create_task(agent.task("Use JavaScript to compute 6 times 7."))
+    for _ in range(200):  # the task has every chance to call the model: it must not
+        await asyncio.sleep(0)
+    assert agent.state is AgentState.PLANNING
+    assert llm.calls == []
+    llm.release.set()
+    result = await running
+    await preparing
+
+    assert result.state is AgentState.COMPLETED and "42" in result.answer
+    [plan_event] = [e for e in of_type(sink.events, "assistant") if e.meta["purpose"] == "plan"]
+    assert plan_event.meta["usage"]["cached_prompt_tokens"] > 0
