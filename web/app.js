@@ -149,6 +149,9 @@ function onWorkerMessage(message, answer) {
     case ToUI.WARMED:
       window.agentApp.timings.warm_after_ready_ms = message.ms;
       return;
+    case ToUI.PREPARED:
+      window.agentApp.prepared = message.report;
+      return showPrepared(message.report);
     case ToUI.EVENTS:
       return onAgentEvents(message.events);
     case ToUI.TOKEN:
@@ -186,7 +189,7 @@ function onWorkerMessage(message, answer) {
 }
 
 function showProgress({ what, progress, text }) {
-  if (what === "model") {
+  if (what === "model" || what === "prefill") {
     $("model-progress-row").hidden = false;
     $("progress-model").value = progress;
     $("progress-model-text").textContent = text;
@@ -196,6 +199,22 @@ function showProgress({ what, progress, text }) {
   $("progress-python").value = what === "pyodide" ? progress / 2 : 0.5 + progress / 2;
   $("progress-python-text").textContent = text;
   if (!ready) setStatus(what === "pyodide" ? "Loading Python…" : "Loading packages…");
+}
+
+// The quiet line under the model bar once the model is prepared before a task (or why not).
+function showPrepared({ prefilled, prompt_tokens: tokens, ms, skipped, error }) {
+  $("model-progress-row").hidden = false;
+  $("progress-model").value = prefilled ? 1 : 0;
+  if (error) {
+    $("progress-model-text").textContent = `The model could not be prepared: ${error}`;
+  } else if (skipped) {
+    $("progress-model-text").textContent = `Model: ${skipped}.`;
+  } else {
+    const seconds = ((ms || 0) / 1000).toFixed(1);
+    $("progress-model-text").textContent = prefilled
+      ? `Model ready: the planner's prompt (${tokens} tokens) is prefilled (${seconds} s)`
+      : `Model loaded (${seconds} s)`;
+  }
 }
 
 function onReady({ engine, timings, settings: info }) {

@@ -64,10 +64,12 @@ export const toWorker = Object.freeze({
 
 // --- agent worker -> UI thread -------------------------------------------------------------------
 export const ToUI = Object.freeze({
-  PROGRESS: "progress", // {what: "pyodide" | "packages" | "model", progress: 0..1, text}
+  PROGRESS: "progress", // {what: "pyodide" | "packages" | "model" | "prefill", progress: 0..1, text}
   READY: "ready", // {engine: {name, label, usable, reason}, gpu, timings, settings}
   SETTINGS: "settings", // {settings}: in effect after a configure
   WARMED: "warmed", // {ms}: after "ready", what the first task imports is in
+  PREPARED: "prepared", // {report: {prefilled, prompt_tokens, ms, skipped?, error?}}: the model is
+  // loaded and the planner's fixed prompt is in its KV cache, or why not ("prefill" progress before)
   EVENTS: "events", // {events}: agent events in order (JSONL history records), a batch per
   // turn of the worker's loop (one message each cost more than the orchestration of a step)
   TOKEN: "token", // {purpose, step, text}: streamed model output
@@ -90,6 +92,7 @@ export const toUI = Object.freeze({
   ready: ({ engine, gpu, timings, settings }) => ({ type: ToUI.READY, engine, gpu, timings, settings }),
   settings: (settings) => ({ type: ToUI.SETTINGS, settings }),
   warmed: (ms) => ({ type: ToUI.WARMED, ms }),
+  prepared: (report) => ({ type: ToUI.PREPARED, report }),
   events: (events) => ({ type: ToUI.EVENTS, events }),
   token: (purpose, step, text) => ({ type: ToUI.TOKEN, purpose, step, text }),
   engineNote: (purpose, step, text) => ({ type: ToUI.ENGINE_NOTE, purpose, step, text }),

@@ -149,6 +149,21 @@ const bridge = {
       return failed(error);
     }
   },
+  // The planner's fixed prompt into the engine's KV cache, before a task (agent_py's
+  // Agent.prepare); engines without a cache to fill answer prefilled: false.
+  async enginePrefill(messagesJson, callJson) {
+    if (typeof engine.prefill !== "function") return ok({ prefilled: false });
+    const call = JSON.parse(callJson);
+    try {
+      const onProgress = ({ done, total }) => {
+        if (total) post(toUI.progress("prefill", done / total, `Preparing the model: ${done} of ${total} prompt tokens`));
+      };
+      const usage = await engineTime(() => engine.prefill(JSON.parse(messagesJson), call, onProgress));
+      return ok({ prefilled: true, usage });
+    } catch (error) {
+      return failed(error);
+    }
+  },
   runJavaScript(code, timeoutMs, outputLimit) {
     const id = nextSandboxId++;
     return new Promise((resolve) => {
@@ -343,6 +358,36 @@ async function boot({ settings, engine: override }) {
   const warming = performance.now();
   page.warm_up();
   post(toUI.warmed(Math.round(performance.now() - warming)));
+  prepareModel(); // not awaited: a run sent meanwhile waits for the engine (Python's lock)
+}
+
+// Load the model and prefill the planner's fixed prompt while the user types, so the first
+// task computes only its own words. WebLLM only when its weights are cached already: a first
+// download of gigabytes waits for the user's Run. A failure here is only reported: the run
+// meets it again and says it in its own events.
+async function prepareModel() {
+  if (!engineInfo.usable) return;
+  if (engineInfo.name === "webllm" && !(await webllmModelCached())) {
+    post(toUI.prepared({ prefilled: false, skipped: "the model's weights are not in this browser yet: they load at the first run" }));
+    return;
+  }
+  const started = performance.now();
+  post(toUI.progress("prefill", 0, "Preparing the model…"));
+  try {
+    const done = JSON.parse(await page.prepare());
+    post(toUI.prepared({ ...done, ms: Math.round(performance.now() - started) }));
+  } catch (error) {
+    post(toUI.prepared({ prefilled: false, error: pythonMessage(error), ms: Math.round(performance.now() - started) }));
+  }
+}
+
+async function webllmModelCached() {
+  const { cachedModels } = await import("./engines/webllm.js");
+  try {
+    return (await cachedModels(await webllmConfig())).includes(settingsNow.model);
+  } catch {
+    return false;
+  }
 }
 
 async function run({ question }) {
@@ -400,7 +445,11 @@ async function handle(message) {
         post(toUI.settings(await configure(message.settings)));
       } catch (error) {
         post(toUI.error(`The settings were not changed: ${pythonMessage(error)}`));
+        return;
       }
+      // A new profile or budget may change the planner's prompt: prefill it again (llama.cpp
+      // keeps what is unchanged of the cache, so an unchanged prompt costs nothing).
+      if (!running) prepareModel();
       return;
     case ToWorker.RUN:
       return run(message);

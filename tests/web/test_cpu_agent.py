@@ -62,6 +62,9 @@ def test_the_readme_task_gives_42_on_the_cpu_engine(cpu_model: Path, tmp_path: P
     # one model call in all, and the answer is the step's value.
     plan_call = next(e for e in events if e.type == "assistant" and e.meta["purpose"] == "plan")
     assert plan_call.meta["usage"]["decode_tokens_per_s"] > 0
+    # The planner's fixed prompt was prefilled once the page was ready: the plan call
+    # computed only the task's own words.
+    assert plan_call.meta["usage"]["cached_prompt_tokens"] >= 500
     assert "\n" not in plan_call.content  # no whitespace between JSON tokens
     final = next(e for e in events if e.type == "final")
     assert final.meta["state"] == "completed" and "42" in final.content

@@ -167,6 +167,28 @@ def test_a_second_call_reuses_the_kv_cache_of_a_shared_prefix(cpu: CPUHarness) -
     assert second["usage"]["cached_prompt_tokens"] >= prompt - 12
 
 
+def test_a_prefilled_prompt_is_reused_by_the_next_call_with_progress_on_the_way(
+    cpu: CPUHarness,
+) -> None:
+    # What the page does while the user types: the planner's fixed prompt goes into the KV
+    # cache, and the task's own words are all the first call computes.
+    cpu.ensure_loaded()
+    rules = " ".join(f"Rule {i}: check each result twice." for i in range(40))
+    system = {"role": "system", "content": f"You plan work for an agent. {rules}"}
+    prefix = [system, {"role": "user", "content": "Task: "}]
+    call = {"model": MODEL, "purpose": "plan", "max_tokens": 64}
+    prefilled = cpu.call("([m, c]) => cpu.prefill(m, c)", [prefix, call])
+    total = prefilled["usage"]["prompt_tokens"]
+    assert total > 300
+    done = [report["done"] for report in prefilled["progress"]]
+    assert done[-1] == total and len(set(done)) >= 3  # reported batch by batch
+    assert done == sorted(done)
+
+    task = [system, {"role": "user", "content": "Task: compute 6 * 7."}]
+    reply = cpu.chat(task, max_tokens=1)
+    assert reply["usage"]["cached_prompt_tokens"] >= total - 8
+
+
 def test_plan_schema_gives_a_plan_the_agent_accepts(cpu: CPUHarness) -> None:
     cpu.ensure_loaded()
     schema = plan_json_schema(

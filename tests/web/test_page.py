@@ -399,3 +399,74 @@ def test_saved_settings_python_refuses_give_way_to_the_defaults(page: Any, scrip
     assert "Traceback" not in error
     values = page.evaluate("window.agentApp.settings()")
     assert values["context_window"] == PageSettings().context_window
+
+
+def exported_events(page: Any, question: str) -> list[dict[str, Any]]:
+    with page.expect_download() as download_info:
+        page.get_by_role("button", name=f"Export session {question} as JSONL").click()
+    lines = Path(download_info.value.path()).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def plan_usage(events: list[dict[str, Any]]) -> dict[str, Any]:
+    [call] = [e for e in events if e["type"] == "assistant" and e["meta"]["purpose"] == "plan"]
+    return dict(call["meta"]["usage"])
+
+
+def test_the_model_is_prepared_after_ready_and_the_first_task_reuses_its_prompt(
+    page: Any, scripted: str
+) -> None:
+    open_app(page, scripted)
+    page.wait_for_function("window.agentApp.prepared !== undefined")
+    prepared = page.evaluate("window.agentApp.prepared")
+    assert prepared["prefilled"] is True and prepared["prompt_tokens"] > 100
+    assert "prompt" in page.locator("#progress-model-text").inner_text()
+
+    run_task(
+        page,
+        "a prepared task",
+        {
+            "plan": plan([step("s1", "llm_generator", {"prompt": "a"})]),
+            "generate": "text",
+            "rethink": done("ok"),
+        },
+    )
+    assert wait_final(page) == "completed"
+
+    usage = plan_usage(exported_events(page, "a prepared task"))
+    # All of the planner's prompt but the task's own words came from the prefilled cache.
+    assert usage["cached_prompt_tokens"] >= 0.8 * prepared["prompt_tokens"]
+    assert page.evaluate("window.agentApp.lastResult.stats.reloads") == 0
+
+
+def test_a_task_typed_while_the_model_is_prepared_waits_for_it_and_completes(
+    page: Any, scripted: str
+) -> None:
+    open_app(page, scripted)
+    page.wait_for_function("window.agentApp.prepared !== undefined")
+    page.evaluate("window.agentApp.prepared = undefined")
+    page.evaluate(
+        "replies => window.agentApp.setScript(replies)",
+        {
+            "prefill": {"delay_ms": 4000},
+            "plan": plan([step("s1", "llm_generator", {"prompt": "a"})]),
+            "generate": "text",
+            "rethink": done("ok"),
+        },
+    )
+    # A changed setting prepares the model again (slowly, by the script).
+    page.locator("#settings-details summary").click()
+    page.locator("#setting-thinking").check()
+    page.get_by_role("button", name="Save settings").click()
+    page.wait_for_function(
+        "document.querySelector('#progress-model-text').textContent.includes('prompt tokens')"
+    )
+
+    page.get_by_role("textbox", name="Task").fill("typed during the warm-up")
+    page.get_by_role("button", name="Run").click()
+    assert wait_final(page) == "completed"
+
+    assert page.evaluate("window.agentApp.prepared.prefilled") is True
+    # The run waited for the prefill (a run that went first would have found no cache).
+    usage = plan_usage(exported_events(page, "typed during the warm-up"))
+    assert usage["cached_prompt_tokens"] > 100

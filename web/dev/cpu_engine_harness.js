@@ -5,6 +5,7 @@
 //   worker -> page  {id, result} | {id, error: {name, message}}
 //                   {type: "token", id, text, ms}      streamed output of chat call `id`
 //                   {type: "progress", progress, text} model loading
+//                   {type: "prefill-progress", id}     prefill call `id` goes on
 import { WllamaEngine, cpuEngineInfo } from "../engines/wllama.js";
 
 let engine = null;
@@ -47,6 +48,16 @@ const methods = {
     const onToken = (text) => self.postMessage({ type: "token", id, text, ms: performance.now() - started });
     const reply = await currentEngine().chat(messages, call, onToken);
     return { ...reply, seconds: (performance.now() - started) / 1000 };
+  },
+
+  async prefill({ id }, messages, call) {
+    const started = performance.now();
+    const progress = [];
+    const usage = await currentEngine().prefill(messages, call, (p) => {
+      progress.push({ ...p, ms: performance.now() - started });
+      self.postMessage({ type: "prefill-progress", id }); // the page's stall guard sees it
+    });
+    return { usage, progress, seconds: (performance.now() - started) / 1000 };
   },
 
   interrupt: (_call) => engine?.interrupt(),

@@ -11,6 +11,8 @@ export class ScriptedEngine {
     this.calls = [];
     this.label = "Scripted test engine (replies supplied by a test; no language model)";
     this.interrupted = false;
+    this.cached = ""; // the last prompt, kept as llama.cpp keeps its KV cache
+    this.prefills = [];
   }
 
   setScript(replies) {
@@ -23,12 +25,33 @@ export class ScriptedEngine {
 
   async reload(model) {
     this.loadedModel = model;
+    this.cached = "";
     this.counts.reloads += 1;
   }
 
   async unload() {
     this.loadedModel = null;
+    this.cached = "";
     this.counts.unloads += 1;
+  }
+
+  /** Keeps the prompt as a KV cache; a script's "prefill" item {delay_ms} makes it slow,
+   * reporting progress in 4 steps and honouring interrupt(). */
+  async prefill(messages, call, onProgress) {
+    if (this.loadedModel !== call.model) {
+      throw new Error(`model ${call.model} is not loaded (loaded: ${this.loadedModel})`);
+    }
+    const delay = this.script.prefill?.[0]?.delay_ms || 0;
+    const usage = usageOf(messages, "", this.cached);
+    this.interrupted = false;
+    for (let quarter = 1; quarter <= 4; quarter++) {
+      if (delay) await new Promise((r) => setTimeout(r, delay / 4));
+      if (this.interrupted) throw new DOMException("the prefill was interrupted", "AbortError");
+      onProgress?.({ done: Math.round((usage.prompt_tokens * quarter) / 4), total: usage.prompt_tokens });
+    }
+    this.prefills.push(messages.length);
+    this.cached = rendered(messages);
+    return usage;
   }
 
   interrupt() {
@@ -50,15 +73,27 @@ export class ScriptedEngine {
     let sent = "";
     for (const piece of pieces) {
       if (delay) await new Promise((r) => setTimeout(r, delay / pieces.length));
-      if (this.interrupted) return { text: sent, finish_reason: "abort", usage: usageOf(messages, sent) };
+      if (this.interrupted) return { text: sent, finish_reason: "abort", usage: this.usage(messages, sent) };
       sent += piece;
       onToken?.(piece);
     }
-    return { text, finish_reason: "stop", usage: usageOf(messages, text) };
+    return { text, finish_reason: "stop", usage: this.usage(messages, text) };
+  }
+
+  usage(messages, text) {
+    const usage = usageOf(messages, text, this.cached);
+    this.cached = rendered(messages) + text;
+    return usage;
   }
 }
 
-function usageOf(messages, text) {
+const rendered = (messages) => messages.map((m) => `<${m.role}>${m.content}</${m.role}>`).join("");
+
+// Tokens counted as 3 characters each; cached: those of the text shared with the last prompt.
+function usageOf(messages, text, cached) {
   const prompt = messages.reduce((n, m) => n + Math.ceil(m.content.length / 3), 0);
-  return { prompt_tokens: prompt, completion_tokens: Math.ceil(text.length / 3) };
+  const now = rendered(messages);
+  let shared = 0;
+  while (shared < now.length && shared < cached.length && now[shared] === cached[shared]) shared++;
+  return { prompt_tokens: prompt, completion_tokens: Math.ceil(text.length / 3), cached_prompt_tokens: Math.ceil(shared / 3) };
 }
