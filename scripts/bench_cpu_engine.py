@@ -95,6 +95,7 @@ PLAN_MESSAGES = [
 # is measured in turns with the engine's defaults, so load from other processes hits both.
 SWEEP_VARIANTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("n_batch=n_ubatch=64", {"n_batch": 64, "n_ubatch": 64}, {}),
+    ("n_batch=n_ubatch=256 (the engine's)", {"n_batch": 256, "n_ubatch": 256}, {}),
     ("flash_attn false", {"flash_attn": False}, {}),
     ("flash_attn true", {"flash_attn": True}, {}),
     ("KV cache q8_0", {"flash_attn": True, "cache_type_k": "q8_0", "cache_type_v": "q8_0"}, {}),
