@@ -242,6 +242,13 @@ def run_in_browser(
                 print(f"the run failed: {agent.page_error()}", file=err)
                 return EXIT_FAILED
             code = report_result(result, writer.path, out, err)
+            prepared = agent.page.evaluate("window.agentApp.prepared ?? null")
+            if prepared and prepared.get("prefilled"):
+                print(
+                    f"model prepared before the task: {prepared['prompt_tokens']} prompt tokens "
+                    f"of the planner's prompt prefilled in {prepared['ms'] / 1000:.1f} s",
+                    file=out,
+                )
             print(
                 f"total {time.perf_counter() - started:.1f} s (browser, page and model included)",
                 file=out,
