@@ -45,12 +45,10 @@ def plan_system_prompt(
     )
 
 
-def plan_example_turns(
-    registry: ToolRegistry, shape: PlanShape, *, compact: bool = False
-) -> list[Message]:
+def plan_example_turns(registry: ToolRegistry, shape: PlanShape) -> list[Message]:
     """Earlier turns that show plans in this shape: a user task, then the plan as reply.
-    Only examples whose tools all exist are shown. ``compact``: the JSON without spaces,
-    as a compact grammar makes the model write it (and fewer tokens to prefill)."""
+    Only examples whose tools all exist are shown. (Compact JSON here, as the small profile's
+    grammar makes the model write it, cost SmolLM2 two tasks of the suite.)"""
     turns: list[Message] = []
     for example in examples()["plan"]:
         steps = [step for task in example["tasks"] for step in task["steps"]]
@@ -73,8 +71,7 @@ def plan_example_turns(
         if len(plan["tasks"]) > shape.max_tasks:
             continue
         turns.append({"role": "user", "content": render("plan_user", question=example["task"])})
-        text = json.dumps(plan, separators=(",", ":") if compact else None)
-        turns.append({"role": "assistant", "content": f"<plan>{text}</plan>"})
+        turns.append({"role": "assistant", "content": f"<plan>{json.dumps(plan)}</plan>"})
     return turns
 
 

@@ -210,9 +210,7 @@ class PlanAndRethink:
             self._system_message(relevant_tools(self.registry, question))
         ]
         if self.strategy.examples:
-            conversation += plan_example_turns(
-                self.registry, self.plan_shape, compact=self.model.compact_json
-            )
+            conversation += plan_example_turns(self.registry, self.plan_shape)
         conversation.append(
             {
                 "role": "user",
