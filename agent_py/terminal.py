@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -38,6 +39,18 @@ def load_browser_config() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def stale_sources(root: Path = ROOT) -> list[Path]:
+    """The agent_py sources newer than the page's vendored bundle: the page runs the bundle
+    (scripts/vendor.py builds it), so a run after an edit would otherwise test old code."""
+    manifest = root / "web" / "vendor" / "manifest.json"
+    built = manifest.stat().st_mtime
+    return [
+        path
+        for path in sorted((root / "agent_py").rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and path.stat().st_mtime > built
+    ]
 
 
 def describe(event: Event) -> str | None:
@@ -134,6 +147,17 @@ class PageAgent:
         browser_config = load_browser_config()
         if not (ROOT / "web" / "vendor" / "manifest.json").exists():
             raise SetupError("web/vendor is missing: run 'bash scripts/setup.sh' first")
+        changed = stale_sources()
+        if changed:
+            print(
+                f"agent_py changed since the page's bundle was built ({changed[0].name}"
+                f"{' and more' if len(changed) > 1 else ''}): rebuilding it (scripts/vendor.py)",
+                file=sys.stderr,
+            )
+            vendor = [sys.executable, str(ROOT / "scripts" / "vendor.py")]
+            if subprocess.run(vendor, capture_output=True, check=False).returncode != 0:
+                raise SetupError("rebuilding web/vendor failed: run 'bash scripts/setup.sh'")
+            (ROOT / "web" / "vendor" / "manifest.json").touch()  # built from these sources
         executable = self.browser_path or browser_config.CHROMIUM_PATH
         if not Path(executable).exists():
             raise SetupError(f"no browser at {executable}: run 'bash scripts/setup.sh --browser'")

@@ -62,3 +62,19 @@ def test_webllm_opens_the_browser_network_for_its_weights_unless_told_not_to(
     allow_weights_download()
     assert os.environ[NETWORK_VARIABLE] == "loopback"
     assert capsys.readouterr().err == ""
+
+
+def test_sources_newer_than_the_page_bundle_are_found(tmp_path: Path) -> None:
+    from agent_py.terminal import stale_sources
+
+    manifest = tmp_path / "web" / "vendor" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text("{}")
+    source = tmp_path / "agent_py" / "planner.py"
+    source.parent.mkdir()
+    source.write_text("")
+    built = manifest.stat().st_mtime
+    os.utime(source, (built - 10, built - 10))
+    assert stale_sources(tmp_path) == []
+    os.utime(source, (built + 10, built + 10))  # edited after the bundle was built
+    assert stale_sources(tmp_path) == [source]
