@@ -145,7 +145,8 @@ class PageAgent:
                 "Playwright is missing: run 'bash scripts/setup.sh --browser'"
             ) from None
         browser_config = load_browser_config()
-        if not (ROOT / "web" / "vendor" / "manifest.json").exists():
+        manifest = ROOT / "web" / "vendor" / "manifest.json"
+        if not manifest.exists():
             raise SetupError("web/vendor is missing: run 'bash scripts/setup.sh' first")
         changed = stale_sources()
         if changed:
@@ -157,7 +158,7 @@ class PageAgent:
             vendor = [sys.executable, str(ROOT / "scripts" / "vendor.py")]
             if subprocess.run(vendor, capture_output=True, check=False).returncode != 0:
                 raise SetupError("rebuilding web/vendor failed: run 'bash scripts/setup.sh'")
-            (ROOT / "web" / "vendor" / "manifest.json").touch()  # built from these sources
+            manifest.touch()  # built from these sources
         executable = self.browser_path or browser_config.CHROMIUM_PATH
         if not Path(executable).exists():
             raise SetupError(f"no browser at {executable}: run 'bash scripts/setup.sh --browser'")

@@ -12,7 +12,6 @@ export class ScriptedEngine {
     this.label = "Scripted test engine (replies supplied by a test; no language model)";
     this.interrupted = false;
     this.cached = ""; // the last prompt, kept as llama.cpp keeps its KV cache
-    this.prefills = [];
   }
 
   setScript(replies) {
@@ -49,7 +48,6 @@ export class ScriptedEngine {
       if (this.interrupted) throw new DOMException("the prefill was interrupted", "AbortError");
       onProgress?.({ done: Math.round((usage.prompt_tokens * quarter) / 4), total: usage.prompt_tokens });
     }
-    this.prefills.push(messages.length);
     this.cached = rendered(messages);
     return usage;
   }
