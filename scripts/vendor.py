@@ -18,6 +18,8 @@ What it makes (pins live in scripts/vendor-lock.json, downloads in .artifacts/ve
                                upstream) with the bytecode of each module beside it
 - web/vendor/pyodide/pyodide-lock.json   a Pyodide lock listing exactly those files
 - web/vendor/manifest.json     path, size and sha256 of every vendored file, for precaching
+                               (web/vendor/llama/ included: the CPU engine's WebAssembly,
+                               built by scripts/build_cpu_engine.sh)
 
 Stdlib only; it shells out to `npm`, `node` and `python -m pip` (run it with the project's
 venv).
@@ -51,6 +53,7 @@ WHEEL_DIR = VENDOR / "pyodide"  # next to pyodide-lock.json: lock file names sta
 CACHE = ROOT / ".artifacts" / "vendor-cache"
 STATE_PATH = CACHE / "state.json"
 MANIFEST_NAME = "manifest.json"
+CPU_ENGINE_DIR = "llama"
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed timestamp: same sources, same wheel bytes
 BUNDLE_NAME = "agent-py-bundle"
 COMPILED_STDLIB = "python_stdlib_compiled.zip"  # web/python-boot.js loads it
@@ -559,6 +562,10 @@ def vendor(relock: bool = False) -> dict:
     outputs.add(lock_path)
 
     stale = remove_stale(outputs)
+    # The CPU engine's WebAssembly build (scripts/build_cpu_engine.sh, run before this script)
+    # is served from web/vendor too, and precached like the rest.
+    built = (VENDOR / CPU_ENGINE_DIR).glob("*")
+    outputs |= {path for path in built if path.is_file() and not path.name.startswith(".")}
     count, total = write_manifest(outputs, hashes)
 
     state["hashes"] = {k: v for k, v in hashes.entries.items() if (ROOT / k).is_file()}

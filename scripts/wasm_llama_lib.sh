@@ -1,0 +1,100 @@
+# llama.cpp's libraries built for WebAssembly, shared by scripts/build_cpu_engine.sh (the CPU
+# engine) and scripts/bench_wasm_build.sh (the speed probe). Source it from the repository root,
+# then call `wasm_llama_libs [threads|single]` (threads by default): it leaves LLAMA_SRC,
+# LLAMA_INCLUDES (compiler flags), LLAMA_LIBS (archives, in link order), LLAMA_SCHEMA_LIB and
+# WASM_CXXFLAGS (the flags to compile and link code that uses them with) set for that variant.
+#   threads   -pthread (shared memory, SharedArrayBuffer): for cross-origin isolated pages;
+#             cached in .artifacts/wasm-build/lib
+#   single    no threads, for pages served without COOP/COEP; cached in .artifacts/wasm-build/lib-st
+# Objects of the two cannot be mixed: wasm-ld refuses atomics in a build without shared memory.
+#
+# The llama.cpp is the one PyPI's llama-cpp-python 0.3.36 sdist vendors (sha256-pinned), built
+# with Debian's emscripten (3.1.6) and cached in .artifacts/wasm-build: a rebuild happens only
+# when the flags below or scripts/wasm_llama_exceptions.cmake change.
+
+WASM_BUILD=.artifacts/wasm-build
+LLAMA_SDIST=llama_cpp_python-0.3.36.tar.gz
+LLAMA_SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+LLAMA_SRC=$WASM_BUILD/src/vendor/llama.cpp
+LLAMA_INCLUDES="-I$LLAMA_SRC/include -I$LLAMA_SRC/ggml/include"
+# json_schema_to_grammar and what it needs from llama.cpp's common/ (common.cpp for three string
+# helpers: the linker keeps only what is used), without the rest of it (downloads, HTTP,
+# subprocesses), which the `common` target would build.
+LLAMA_SCHEMA_SOURCES="json-schema-to-grammar json-schema json trie unicode common"
+
+export NODE_PATH=/usr/share/nodejs # emcc's JS optimizer needs Debian's acorn
+
+wasm_llama_emcc() {
+  command -v emcc >/dev/null && return
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "emcc is missing: run 'sudo apt-get install -y emscripten' (Debian's emscripten 3.1.6) once, then try again." >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq emscripten >/dev/null
+}
+
+wasm_llama_sources() {
+  [ -d "$WASM_BUILD/src" ] && return
+  mkdir -p "$WASM_BUILD"
+  .venv/bin/python -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==0.3.36" -d "$WASM_BUILD"
+  echo "$LLAMA_SDIST_SHA256  $WASM_BUILD/$LLAMA_SDIST" | sha256sum -c --quiet
+  mkdir -p "$WASM_BUILD/src.tmp"
+  tar xzf "$WASM_BUILD/$LLAMA_SDIST" -C "$WASM_BUILD/src.tmp" --strip-components=1
+  mv "$WASM_BUILD/src.tmp" "$WASM_BUILD/src"
+}
+
+wasm_llama_libs() {
+  local variant=${1:-threads} lib threads
+  case $variant in
+    threads) lib=$WASM_BUILD/lib threads="-pthread" ;;
+    single) lib=$WASM_BUILD/lib-st threads="" ;;
+    *) echo "wasm_llama_libs: unknown variant '$variant' (threads or single)" >&2; exit 1 ;;
+  esac
+  # -fexceptions: llama.cpp reports a bad model file, grammar or saved state by throwing, and
+  # emscripten's default turns every throw into an abort. (-fwasm-exceptions would cost less, but
+  # with -pthread emscripten 3.1.6's prebuilt libc++abi then catches nothing by type.) The
+  # libraries get it from scripts/wasm_llama_exceptions.cmake, which leaves ggml-cpu's kernels
+  # without it.
+  WASM_CXXFLAGS="-O3${threads:+ $threads} -msimd128 -fexceptions"
+  LLAMA_LIBS="$lib/src/libllama.a $lib/ggml/src/libggml.a $lib/ggml/src/libggml-cpu.a $lib/ggml/src/libggml-base.a"
+  LLAMA_SCHEMA_LIB=$lib/schema/libllama-schema.a
+  wasm_llama_emcc
+  wasm_llama_sources
+  # EMSCRIPTEN_SYSTEM_PROCESSOR=wasm32: emscripten 3.1.6 says x86 otherwise, and ggml then
+  # builds its generic C kernels instead of the wasm SIMD ones.
+  local cmake_args=(-DEMSCRIPTEN_SYSTEM_PROCESSOR=wasm32
+    -DCMAKE_BUILD_TYPE=Release -DLLAMA_WASM_MEM64=OFF -DGGML_OPENMP=OFF -DGGML_NATIVE=OFF
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF
+    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
+    -DLLAMA_BUILD_HTML=OFF -DBUILD_SHARED_LIBS=OFF
+    "-DCMAKE_C_FLAGS=${threads:+$threads }-msimd128" "-DCMAKE_CXX_FLAGS=${threads:+$threads }-msimd128"
+    -DCMAKE_PROJECT_INCLUDE="$PWD/scripts/wasm_llama_exceptions.cmake")
+  local stamp
+  stamp="${cmake_args[*]} $(sha256sum <scripts/wasm_llama_exceptions.cmake)"
+  if [ ! -f "$lib/.built" ] || [ "$(cat "$lib/.built")" != "$stamp" ]; then
+    rm -rf "$lib"
+    local log=$lib-build.log
+    if ! { emcmake cmake -S "$LLAMA_SRC" -B "$lib" "${cmake_args[@]}" \
+      && cmake --build "$lib" -j"$(nproc)" --target llama ggml; } >"$log" 2>&1; then
+      tail -n 30 "$log" >&2
+      echo "building llama.cpp for WebAssembly ($variant) failed: the whole log is in $log" >&2
+      exit 1
+    fi
+    echo "$stamp" >"$lib/.built"
+  fi
+  local schema_stamp="$WASM_CXXFLAGS | $LLAMA_SCHEMA_SOURCES"
+  if [ ! -f "$lib/schema/.built" ] || [ "$(cat "$lib/schema/.built")" != "$schema_stamp" ]; then
+    rm -rf "$lib/schema"
+    mkdir -p "$lib/schema"
+    local objects=() name
+    for name in $LLAMA_SCHEMA_SOURCES; do
+      # shellcheck disable=SC2086 # the flag lists are word lists
+      em++ $WASM_CXXFLAGS -std=c++17 $LLAMA_INCLUDES -I"$LLAMA_SRC/common" -I"$LLAMA_SRC/vendor" \
+        -c "$LLAMA_SRC/common/$name.cpp" -o "$lib/schema/$name.o"
+      objects+=("$lib/schema/$name.o")
+    done
+    emar rcs "$LLAMA_SCHEMA_LIB" "${objects[@]}"
+    echo "$schema_stamp" >"$lib/schema/.built"
+  fi
+}
