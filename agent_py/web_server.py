@@ -5,8 +5,8 @@
 CPython only (http.server, threads); never imported on the Pyodide path.
 
 Sends COOP/COEP headers by default: cross-origin isolation gives SharedArrayBuffer, which
-wllama needs for more than one thread. `Cache-Control: no-cache` makes the browser revalidate
-every file, so edits show up on reload while unchanged files still come back as 304.
+the CPU engine needs for more than one thread. `Cache-Control: no-cache` makes the browser
+revalidate every file, so edits show up on reload while unchanged files still come back as 304.
 
 Tests import it:  server, url = start_server(port=0)  ...  server.shutdown()
 """
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-isolation",
         action="store_true",
-        help="drop the COOP/COEP headers (no SharedArrayBuffer: wllama runs single-threaded)",
+        help="drop the COOP/COEP headers (no SharedArrayBuffer: the CPU engine runs on one thread)",
     )
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)

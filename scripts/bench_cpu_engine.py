@@ -1,26 +1,23 @@
 #!/usr/bin/env python3
-"""How fast the CPU engine (wllama) is on this machine, in headless Chromium, against native
-llama.cpp with the same GGUF, prompt and thread count.
+"""How fast the CPU engine (llama.cpp built to WebAssembly by scripts/build_cpu_engine.sh) is
+on this machine, in headless Chromium, against native llama.cpp with the same GGUF, prompt and
+thread count.
 
     python scripts/bench_cpu_engine.py [--models ID,...] [--threads 1,2] [--repeat 3]
-                                       [--no-plan] [--no-native] [--sweep [--sweep-threads 1]]
+                                       [--no-plan] [--no-native]
 
 For each bundled model present in web/models and each thread count, in a fresh browser
 context of web/dev/cpu_engine_harness.html served with COOP/COEP: the first load (download
-into wllama's cache included), a load from that cache, prompt (prefill) and decode tokens per
-second as llama.cpp reports them, time to the first token, and one schema-constrained plan.
+into the engine's cache included), a load from that cache, prompt (prefill) and decode tokens
+per second as the engine measures them, time to the first token, and one schema-constrained
+plan.
 
 Native llama.cpp is node-llama-cpp's prebuilt CPU binary (NATIVE_PACKAGES, installed once
 into .artifacts/bench-native/, never into the project's environment; the same command by hand:
 `npm install --prefix .artifacts/bench-native --omit=optional --ignore-scripts --save-exact
 node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1`: 13 s, 80 MB), driven by
-scripts/bench_native_llama.mjs, one run after each wllama run (so both see the same load from
-other processes). The table at the end gives wllama / native per model and thread count.
-
---sweep loads wllama directly (the same wasm, template and options as the engine) once per
-option in SWEEP_VARIANTS (batch sizes, flash attention, KV cache type and size, slots, threads,
-greedy sampling, warm-up) next to an instance with the engine's defaults, runs the two in
-turns, and prints each option's change against the defaults.
+scripts/bench_native_llama.mjs, one run after each engine run (so both see the same load from
+other processes). The table at the end gives engine / native per model and thread count.
 
 Numbers only: it never fails on time. Each rate is the median of --repeat runs (the best run in
 brackets: other processes on the machine pull medians down; the load average is printed).
@@ -55,18 +52,11 @@ NATIVE_SCRIPT = ROOT / "scripts" / "bench_native_llama.mjs"
 # Vulkan packages: --omit=optional keeps npm from pulling those in).
 NATIVE_PACKAGES = ["node-llama-cpp@3.22.1", "@node-llama-cpp/linux-x64@3.22.1"]
 
-# The prompt as the engine's chat template renders it for one user message, so native
-# llama.cpp prefills the same text. The load options are the template options the engine
-# picks for each bundled model (web/engines/wllama.js, chatTemplateFor).
+# The prompt as the engine's chat template renders it for one user message (web/engines/cpu.js,
+# chatTemplateFor), so native llama.cpp prefills the same text.
 TEMPLATES = {
-    "gemma3-270m-q4_k_m": {
-        "native": "<bos><start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n",
-        "load": {"chat_template": "gemma", "jinja": False},
-    },
-    "smollm2-135m-instruct-q4_1": {
-        "native": "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n",
-        "load": {"jinja": True},
-    },
+    "gemma3-270m-q4_k_m": "<bos><start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n",
+    "smollm2-135m-instruct-q4_1": "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n",
 }
 CONTEXT_WINDOW = 4096  # the engine's default contextWindow
 DECODE_TOKENS = 32
@@ -91,21 +81,6 @@ PLAN_MESSAGES = [
     {"role": "user", "content": "Compute 17 * 23 with JavaScript."},
 ]
 
-# name, wllama load options (threads_plus: threads above the sweep's), request options. Each
-# is measured in turns with the engine's defaults, so load from other processes hits both.
-SWEEP_VARIANTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
-    ("n_batch=n_ubatch=64", {"n_batch": 64, "n_ubatch": 64}, {}),
-    ("n_batch=n_ubatch=256 (the engine's)", {"n_batch": 256, "n_ubatch": 256}, {}),
-    ("flash_attn false", {"flash_attn": False}, {}),
-    ("flash_attn true", {"flash_attn": True}, {}),
-    ("KV cache q8_0", {"flash_attn": True, "cache_type_k": "q8_0", "cache_type_v": "q8_0"}, {}),
-    ("n_ctx 1024", {"n_ctx": 1024}, {}),
-    ("n_parallel 1", {"n_parallel": 1}, {}),
-    ("threads +1", {"threads_plus": 1}, {}),
-    ("greedy sampling", {}, {"temperature": 0}),
-    ("warmup false", {"warmup": False}, {}),
-]
-SWEEP_DECODE_TOKENS = 16
 _prompts = itertools.count()
 
 
@@ -129,7 +104,7 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-# --- wllama through the CPU engine, as the app runs it --------------------------------------
+# --- the CPU engine, as the app runs it --------------------------------------
 
 
 def chat(page: Any, model: str, messages: list[dict[str, str]], **call: Any) -> dict[str, Any]:
@@ -148,7 +123,7 @@ def bench_engine(
     native: NativeLlama | None,
 ) -> dict:
     """The engine's rates; with `native`, a native run after each engine run (before it, every
-    other turn), and the median of the paired wllama / native ratios."""
+    other turn), and the median of the paired engine / native ratios."""
     context = browser.new_context()
     context.set_default_timeout(600_000)
     page = context.new_page()
@@ -217,7 +192,7 @@ def print_engine_row(row: dict) -> None:
         else ""
     )
     print(
-        f"wllama {row['model']}, {row['threads']} thread(s)"
+        f"engine {row['model']}, {row['threads']} thread(s)"
         f"{'' if row['isolated'] else ' (not isolated)'}: "
         f"load {row['first_load_s']:.1f} s first, {row['cached_load_s']:.1f} s cached; "
         f"prefill {rate(row['prefill'])} tok/s ({row['prompt_tokens']} tokens), "
@@ -230,7 +205,7 @@ def print_engine_row(row: dict) -> None:
         print(
             f"native {row['model']}, {other['threads']} thread(s), in turns with it: "
             f"prefill {rate(other['prefill'])} tok/s ({other['prompt_tokens']} tokens), "
-            f"decode {rate(other['decode'])} tok/s; wllama / native "
+            f"decode {rate(other['decode'])} tok/s; engine / native "
             f"{row['prefill']['ratio']:.2f} prefill, {row['decode']['ratio']:.2f} decode",
             flush=True,
         )
@@ -238,126 +213,6 @@ def print_engine_row(row: dict) -> None:
 
 def rate(value: dict[str, float]) -> str:
     return f"{value['median']:.1f} [{value['best']:.1f}]"
-
-
-# --- wllama loaded directly, one set of load options at a time ------------------------------
-
-SWEEP_LOAD_JS = """async ([slot, moduleUrl, wasmUrl, modelUrl, options]) => {
-  const { Wllama } = await import(moduleUrl);
-  window.bench ??= {};
-  if (window.bench[slot]) await window.bench[slot].exit();
-  window.bench[slot] = null;
-  const quiet = { debug() {}, log() {}, warn() {}, error: (...a) => console.error(...a) };
-  const wllama = new Wllama({ default: wasmUrl }, { logger: quiet, suppressNativeLog: true });
-  wllama.setCompat(null);
-  const started = performance.now();
-  await wllama.loadModelFromUrl(modelUrl, options);
-  window.bench[slot] = wllama;
-  return { seconds: (performance.now() - started) / 1000, threads: wllama.getNumThreads() };
-}"""
-SWEEP_RUN_JS = """async ([slot, text, maxTokens, extra]) => {
-  let timings = null;
-  await window.bench[slot].createChatCompletion({
-    messages: [{ role: "user", content: text }], stream: true, max_tokens: maxTokens,
-    timings_per_token: true, seed: 1, ...extra,
-    onData: (chunk) => { if (chunk.timings) timings = chunk.timings; },
-  });
-  return timings;
-}"""
-
-
-def sweep(browser: Any, base_url: str, model: str, threads: int, repeat: int) -> list[dict]:
-    """Each variant's rates, and their change against the engine's defaults measured in turns
-    (default, variant, variant, default, ...): the median of the paired ratios."""
-    context = browser.new_context()
-    context.set_default_timeout(600_000)
-    page = context.new_page()
-    urls = [
-        base_url + "vendor/wllama/index.js",
-        base_url + "vendor/wllama/wllama.wasm",
-        base_url + f"models/{model}.gguf",
-    ]
-
-    def load(slot: str, load_extra: dict[str, Any]) -> dict:
-        extra = dict(load_extra)
-        options = {
-            "n_ctx": CONTEXT_WINDOW,
-            "n_threads": threads + extra.pop("threads_plus", 0),
-            "n_gpu_layers": 0,
-            **TEMPLATES[model]["load"],
-            **extra,
-        }
-        loaded = page.evaluate(SWEEP_LOAD_JS, [slot, *urls, options])
-        page.evaluate(SWEEP_RUN_JS, [slot, "Hello", 2, {}])  # first-call costs
-        return loaded
-
-    def run(slot: str, request: dict[str, Any]) -> dict:
-        return page.evaluate(SWEEP_RUN_JS, [slot, prompt_text(), SWEEP_DECODE_TOKENS, request])
-
-    rows = []
-    try:
-        page.goto(base_url + HARNESS)
-        page.wait_for_selector("body[data-status='ready']")
-        base_loaded = load("base", {})
-        base_runs: list[dict] = []
-        for name, load_extra, request in SWEEP_VARIANTS:
-            row: dict[str, Any] = {"variant": name}
-            try:
-                loaded = load("variant", load_extra)
-                pairs = []
-                for turn in range(repeat):
-                    order = ["base", "variant"] if turn % 2 == 0 else ["variant", "base"]
-                    timings = {
-                        slot: run(slot, request if slot == "variant" else {}) for slot in order
-                    }
-                    pairs.append((timings["base"], timings["variant"]))
-            except Exception as error:  # an option this build rejects is a result too
-                row["error"] = str(error).splitlines()[0][:160]
-            else:
-                base_runs += [b for b, _ in pairs]
-                row.update(timing_summary(loaded, [v for _, v in pairs]))
-                for phase, key in (
-                    ("prefill", "prompt_per_second"),
-                    ("decode", "predicted_per_second"),
-                ):
-                    row[phase]["change"] = statistics.median(v[key] / b[key] for b, v in pairs) - 1
-            rows.append(row)
-            print_sweep_row(model, threads, row)
-        base = {"variant": "engine defaults", **timing_summary(base_loaded, base_runs)}
-        print_sweep_row(model, threads, base)
-        rows.insert(0, base)
-    finally:
-        context.close()
-    return rows
-
-
-def timing_summary(loaded: dict, timings: list[dict]) -> dict[str, Any]:
-    return {
-        "load_s": loaded["seconds"],
-        "threads": loaded["threads"],
-        "prompt_tokens": min(t["prompt_n"] for t in timings),
-        "prefill": summary([t["prompt_per_second"] for t in timings]),
-        "decode": summary([t["predicted_per_second"] for t in timings]),
-    }
-
-
-def print_sweep_row(model: str, threads: int, row: dict) -> None:
-    head = f"  {model}, {threads} thread(s), {row['variant']:<20}"
-    if "error" in row:
-        print(f"{head} failed: {row['error']}", flush=True)
-        return
-    change = ""
-    if "change" in row["prefill"]:
-        change = (
-            f"; against defaults {row['prefill']['change']:+.0%} prefill,"
-            f" {row['decode']['change']:+.0%} decode"
-        )
-    print(
-        f"{head} ({row['threads']} used) load {row['load_s']:.1f} s, "
-        f"prefill {rate(row['prefill'])} tok/s ({row['prompt_tokens']} tokens), "
-        f"decode {rate(row['decode'])} tok/s{change} [load {load_average()}]",
-        flush=True,
-    )
 
 
 # --- native llama.cpp -----------------------------------------------------------------------
@@ -405,7 +260,7 @@ class NativeLlama:
     def __init__(self, modules: Path, model: str) -> None:
         config = {
             "model": str(MODELS_DIR / f"{model}.gguf"),
-            "prompt": TEMPLATES[model]["native"].format(text=prompt_text()),
+            "prompt": TEMPLATES[model].format(text=prompt_text()),
             "max_tokens": DECODE_TOKENS,
             "context": CONTEXT_WINDOW,
         }
@@ -435,9 +290,9 @@ class NativeLlama:
 
 
 def print_ratios(rows: list[dict]) -> None:
-    print("\nwllama vs native llama.cpp, tok/s: median [best] of runs taken in turns;")
-    print("ratio = median of the paired wllama / native ratios")
-    print(f"{'model':<28} {'threads':>7}  {'phase':<8} {'wllama':>13} {'native':>13} {'ratio':>6}")
+    print("\nCPU engine vs native llama.cpp, tok/s: median [best] of runs taken in turns;")
+    print("ratio = median of the paired engine / native ratios")
+    print(f"{'model':<28} {'threads':>7}  {'phase':<8} {'engine':>13} {'native':>13} {'ratio':>6}")
     for row in rows:
         for phase in ("prefill", "decode") if "native" in row else ():
             print(
@@ -454,17 +309,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-plan", action="store_true", help="skip the constrained plan")
     parser.add_argument("--no-native", action="store_true", help="skip native llama.cpp")
     parser.add_argument("--no-engine", action="store_true", help="skip the engine rows")
-    parser.add_argument("--sweep", action="store_true", help="measure wllama's load options")
-    parser.add_argument("--sweep-threads", default="1", help="thread counts for --sweep")
     args = parser.parse_args(argv)
     thread_counts = [int(t) for t in args.threads.split(",") if t.strip()]
-    sweep_threads = [int(t) for t in args.sweep_threads.split(",") if t.strip()]
 
     fetched = subprocess.run([sys.executable, str(ROOT / "scripts" / "fetch_model.py")])
     if fetched.returncode != 0:
         return fetched.returncode
-    if not (ROOT / "web" / "vendor" / "wllama" / "wllama.wasm").is_file():
-        print("web/vendor is missing: run `python scripts/vendor.py` first", file=sys.stderr)
+    if not (ROOT / "web" / "vendor" / "llama" / "agent-llama.wasm").is_file():
+        print("the CPU engine is not built: run `bash scripts/setup.sh` first", file=sys.stderr)
         return 1
     models = [m for m in args.models.split(",") if m] or list(TEMPLATES)
     models = [m for m in models if (MODELS_DIR / f"{m}.gguf").is_file()]
@@ -500,10 +352,6 @@ def main(argv: list[str] | None = None) -> int:
                     finally:
                         if native:
                             native.close()
-                for model in models if args.sweep else []:
-                    print(f"wllama load options, {model} (change against engine defaults):")
-                    for threads in sweep_threads:
-                        sweep(browser, base_url, model, threads, args.repeat)
             finally:
                 browser.close()
     finally:

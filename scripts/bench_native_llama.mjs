@@ -1,7 +1,7 @@
 // Native llama.cpp speed, the yardstick for the CPU engine (scripts/bench_cpu_engine.py).
 // Runs node-llama-cpp's prebuilt CPU binary (llama.cpp compiled for this CPU: AVX2 and friends)
-// on the same GGUF and prompt as the wllama bench. The bench drives it one run at a time, in
-// turns with wllama, so both see the same load from other processes:
+// on the same GGUF and prompt as the engine's bench. The bench drives it one run at a time, in
+// turns with the engine, so both see the same load from other processes:
 //
 //   node scripts/bench_native_llama.mjs '{"model": "web/models/x.gguf", "prompt": "...",
 //        "max_tokens": 32, "context": 4096, "batch": 512}'

@@ -202,7 +202,7 @@ function showProgress({ what, progress, text }) {
 }
 
 // The quiet line under the model bar once the model is prepared before a task (or why not).
-function showPrepared({ prefilled, prompt_tokens: tokens, ms, skipped, error }) {
+function showPrepared({ prefilled, prompt_tokens: tokens, ms, skipped, error, restored_tokens: restored, warning }) {
   $("model-progress-row").hidden = false;
   $("progress-model").value = prefilled ? 1 : 0;
   if (error) {
@@ -211,8 +211,9 @@ function showPrepared({ prefilled, prompt_tokens: tokens, ms, skipped, error }) 
     $("progress-model-text").textContent = `Model: ${skipped}.`;
   } else {
     const seconds = ((ms || 0) / 1000).toFixed(1);
+    const how = restored ? "restored from this browser's storage" : "prefilled";
     $("progress-model-text").textContent = prefilled
-      ? `Model ready: the planner's prompt (${tokens} tokens) is prefilled (${seconds} s)`
+      ? `Model ready: the planner's prompt (${tokens} tokens) is ${how} (${seconds} s)${warning ? `. ${warning}` : ""}`
       : `Model loaded (${seconds} s)`;
   }
 }

@@ -1,7 +1,7 @@
 // Service worker: makes the page work offline after the first visit.
 //
 // Install precaches the app shell (SHELL_FILES) and every file of vendor/manifest.json
-// (Pyodide, wheels, lock, WebLLM, wllama, marked, DOMPurify) into one versioned cache, less
+// (Pyodide, wheels, lock, WebLLM, the CPU engine's wasm, marked, DOMPurify) into one versioned cache, less
 // those the manifest marks "precache": false (vendored for set-up and benchmarks only);
 // activate deletes older versions. Fetch serves vendor files cache first (they are pinned and
 // versioned by the manifest) and the app shell network first, falling back to the cache
@@ -53,11 +53,12 @@ const SHELL_FILES = [
   "oauth-callback.js",
   "sessions.js",
   "sw-register.js",
+  "engines/cpu.js",
+  "engines/cpu-worker.js",
   "engines/errors.js",
   "engines/gpu.js",
   "engines/scripted.js",
   "engines/webllm.js",
-  "engines/wllama.js",
 ];
 
 const NEVER_CACHED = /\.(gguf|bin|safetensors)$/i;

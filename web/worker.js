@@ -159,6 +159,7 @@ const bridge = {
         if (total) post(toUI.progress("prefill", done / total, `Preparing the model: ${done} of ${total} prompt tokens`));
       };
       const usage = await engineTime(() => engine.prefill(JSON.parse(messagesJson), call, onProgress));
+      lastPrefill = usage;
       return ok({ prefilled: true, usage });
     } catch (error) {
       return failed(error);
@@ -220,9 +221,9 @@ async function createEngine(choice, settings, gpu) {
 }
 
 async function createCpuEngine(gpu, settings, chosenForLackOfGpu) {
-  const { WllamaEngine, cpuEngineInfo } = await import("./engines/wllama.js");
+  const { CpuEngine, cpuEngineInfo } = await import("./engines/cpu.js");
   const cpuInfo = cpuEngineInfo();
-  const cpu = new WllamaEngine({
+  const cpu = new CpuEngine({
     contextWindow: settings.context_window,
     threads: settings.cpu_threads || undefined, // 0: the engine's choice
     // A fixed seed and a low temperature: a small model wanders at the default temperature,
@@ -361,6 +362,8 @@ async function boot({ settings, engine: override }) {
   prepareModel(); // not awaited: a run sent meanwhile waits for the engine (Python's lock)
 }
 
+let lastPrefill = null; // the usage of the engine's last prefill
+
 // Load the model and prefill the planner's fixed prompt while the user types, so the first
 // task computes only its own words. WebLLM only when its weights are cached already: a first
 // download of gigabytes waits for the user's Run. A failure here is only reported: the run
@@ -374,8 +377,13 @@ async function prepareModel() {
   const started = performance.now();
   post(toUI.progress("prefill", 0, "Preparing the model…"));
   try {
+    lastPrefill = null;
     const done = JSON.parse(await page.prepare());
-    post(toUI.prepared({ ...done, ms: Math.round(performance.now() - started) }));
+    // The CPU engine keeps the prefilled state in the browser's storage: whether it came from
+    // there, and why a saved one was not used.
+    const state = lastPrefill ? { restored_tokens: lastPrefill.restored_tokens || 0, state: lastPrefill.state } : {};
+    if (lastPrefill?.state_warning) state.warning = lastPrefill.state_warning;
+    post(toUI.prepared({ ...done, ...state, ms: Math.round(performance.now() - started) }));
   } catch (error) {
     post(toUI.prepared({ prefilled: false, error: pythonMessage(error), ms: Math.round(performance.now() - started) }));
   }

@@ -1,4 +1,5 @@
-"""The CPU engine (web/engines/wllama.js) with the real bundled models, in headless Chromium.
+"""The CPU engine (web/engines/cpu.js: llama.cpp built for WebAssembly by us) with the real
+bundled models, in headless Chromium.
 
 No GPU here: this is the engine the page falls back to. One harness page
 (web/dev/cpu_engine_harness.html) serves the module, from our loopback server with COOP/COEP so
@@ -143,11 +144,14 @@ TEMPLATE_PROBE = [
 
 def test_prompts_use_the_gemma_chat_template(cpu: CPUHarness) -> None:
     # The GGUF has no template of its own, so the engine picks llama.cpp's built-in "gemma"
-    # (jinja off) for its architecture. Measured prompt sizes for these two messages: 19
-    # tokens with it (system text folded into the user turn), 3 when jinja renders the word
-    # "gemma" as the whole prompt, 46 with the ChatML fallback.
+    # for its architecture. Measured prompt sizes for these two messages: 19 tokens with it
+    # (system text folded into the user turn), 46 with the ChatML fallback.
     template = cpu.ensure_loaded()["template"]
-    assert (template["source"], template["name"], template["jinja"]) == ("builtin", "gemma", False)
+    assert (template["source"], template["name"], template["option"]) == (
+        "builtin",
+        "gemma",
+        "gemma",
+    )
     assert template["architecture"] == "gemma3"
     reply = cpu.chat(TEMPLATE_PROBE, max_tokens=1)
     assert 12 <= reply["usage"]["prompt_tokens"] <= 26
@@ -373,7 +377,7 @@ def test_chat_template_rule_for_a_gguf_without_one(cpu: CPUHarness) -> None:
     # default (ChatML), with a warning.
     choices = cpu.call(
         """async () => {
-            const { chatTemplateFor } = await import("/engines/wllama.js");
+            const { chatTemplateFor } = await import("/engines/cpu.js");
             return [
                 chatTemplateFor({ architecture: "qwen2", chatTemplate: "{{ '<|im_start|>' }}" }),
                 chatTemplateFor({ architecture: "gemma2", chatTemplate: null }),
@@ -381,11 +385,12 @@ def test_chat_template_rule_for_a_gguf_without_one(cpu: CPUHarness) -> None:
             ];
         }"""
     )
-    described = [(c["source"], c["name"], c["options"]) for c in choices]
+    described = [(c["source"], c["name"], c["option"]) for c in choices]
+    # "": llama.cpp applies the GGUF's own template (recognised by its markers).
     assert described == [
-        ("gguf", "chatml", {"jinja": True}),
-        ("builtin", "gemma", {"chat_template": "gemma", "jinja": False}),
-        ("default", "chatml", {"jinja": False}),
+        ("gguf", "chatml", ""),
+        ("builtin", "gemma", "gemma"),
+        ("default", "chatml", "chatml"),
     ]
     assert "qwen2" in choices[2]["warning"] and "no chat template" in choices[2]["warning"]
     assert "warning" not in choices[0] and "warning" not in choices[1]
@@ -393,7 +398,7 @@ def test_chat_template_rule_for_a_gguf_without_one(cpu: CPUHarness) -> None:
 
 def test_the_instruct_model_uses_the_template_in_its_gguf(cpu: CPUHarness) -> None:
     template = cpu.ensure_loaded(INSTRUCT_MODEL)["template"]
-    assert (template["source"], template["name"], template["jinja"]) == ("gguf", "chatml", True)
+    assert (template["source"], template["name"], template["option"]) == ("gguf", "chatml", "")
     assert template["architecture"] == "llama"
     # Reading the template from the GGUF header costs tens of ms, not a second load.
     assert template["detect_ms"] < 1000
@@ -445,11 +450,81 @@ def test_a_gguf_given_by_url_loads_with_its_own_template(cpu: CPUHarness) -> Non
     assert 20 <= reply["usage"]["prompt_tokens"] <= 26
 
 
+def _planner_prefix(rule: str) -> list[dict[str, str]]:
+    rules = " ".join(f"Rule {i}: {rule}" for i in range(30))
+    return [
+        {"role": "system", "content": f"You plan work for an agent. {rules}"},
+        {"role": "user", "content": "Task: "},
+    ]
+
+
+def _fresh_engine(cpu: CPUHarness) -> None:
+    """A new engine and worker with the module's options, as after a reload of the page."""
+    cpu.call("threads => cpu.create({seed: 7, threads})", THREADS)
+    cpu.ensure_loaded(INSTRUCT_MODEL)
+
+
+def test_a_prefilled_state_is_saved_and_a_new_engine_restores_it(cpu: CPUHarness) -> None:
+    # What makes the next visit (or the terminal's next run) start warm: the state of the
+    # planner's prompt is kept in the origin's storage and restored instead of computed.
+    cpu.ensure_loaded(INSTRUCT_MODEL)
+    prefix = _planner_prefix("name each result.")
+    call = {"model": INSTRUCT_MODEL, "purpose": "plan", "max_tokens": 64}
+    first = cpu.call("([m, c]) => cpu.prefill(m, c)", [prefix, call])["usage"]
+    assert (first["state"], first["restored_tokens"]) == ("saved", 0)
+    total = first["prompt_tokens"]
+    assert total > 200
+
+    _fresh_engine(cpu)
+    again = cpu.call("([m, c]) => cpu.prefill(m, c)", [prefix, call])
+    assert again["usage"]["state"] == "restored"
+    assert again["usage"]["restored_tokens"] == total
+    # Only the prompt's last token is computed again (its logits are not in the state).
+    assert again["usage"]["cached_prompt_tokens"] == total - 1
+    assert [p["done"] for p in again["progress"]] == [total - 1, total]
+
+    task = [prefix[0], {"role": "user", "content": "Task: compute 6 * 7."}]
+    reply = cpu.chat(task, model=INSTRUCT_MODEL, max_tokens=1)
+    assert reply["usage"]["cached_prompt_tokens"] >= total - 8
+
+
+DAMAGE = """async ([key, damage]) => {
+    const cache = await caches.open("agent-py-kv-state-v1");
+    const saved = await (await cache.match(key)).arrayBuffer();
+    const broken = damage === "cut in half"
+        ? saved.slice(0, saved.byteLength >> 1)
+        : new TextEncoder().encode("not a model state at all");
+    await cache.put(key, new Response(broken));
+}"""
+
+
+@pytest.mark.parametrize("damage", ["cut in half", "replaced by text"])
+def test_a_broken_saved_state_is_ignored_with_a_warning(cpu: CPUHarness, damage: str) -> None:
+    cpu.ensure_loaded(INSTRUCT_MODEL)
+    prefix = _planner_prefix("say which tool you use.")
+    call = {"model": INSTRUCT_MODEL, "purpose": "plan", "max_tokens": 64}
+    cpu.call("([m, c]) => cpu.prefill(m, c)", [prefix, call])  # saved (or restored)
+    key = cpu.call("m => cpu.stateKeyOf(m)", prefix)
+    cpu.page.evaluate(DAMAGE, [key, damage])
+
+    _fresh_engine(cpu)
+    usage = cpu.call("([m, c]) => cpu.prefill(m, c)", [prefix, call])["usage"]
+    assert usage["restored_tokens"] == 0
+    assert "saved model state was ignored" in usage["state_warning"]
+    assert usage["state"] == "saved"  # computed again, and saved whole for the next time
+    assert usage["cached_prompt_tokens"] == 0
+    # The engine works on, and the next engine restores the good state.
+    reply = cpu.chat([{"role": "user", "content": "Hi"}], model=INSTRUCT_MODEL, max_tokens=2)
+    assert reply["text"] != ""
+    _fresh_engine(cpu)
+    assert cpu.call("([m, c]) => cpu.prefill(m, c)", [prefix, call])["usage"]["state"] == "restored"
+
+
 def test_nothing_is_requested_from_other_origins(cpu: CPUHarness) -> None:
     cpu.ensure_loaded()
     cpu.chat([{"role": "user", "content": "Hi"}], max_tokens=2)
     assert cpu.foreign() == []
     fetched = {urlsplit(u).path for u in cpu.urls if not u.startswith("blob:")}
     models = {f"/models/{MODEL}.gguf", f"/models/{INSTRUCT_MODEL}.gguf"}
-    assert {"/vendor/wllama/wllama.wasm"} | models <= fetched
+    assert {"/vendor/llama/agent-llama.wasm"} | models <= fetched
     assert cpu.errors == []

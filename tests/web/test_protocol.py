@@ -76,7 +76,7 @@ def test_what_python_reads_has_python_names(protocols: dict[str, Any]) -> None:
     assert set(only["bridgeRequest"]) == set(BridgeRequest.model_fields) - {"id", "mode"}
     # The engines read the call under the names EngineCall writes.
     call_keys = set(EngineCall(purpose="plan", model="m", max_tokens=1).model_dump(by_alias=True))
-    for engine in ("webllm.js", "wllama.js", "scripted.js"):
+    for engine in ("webllm.js", "cpu.js", "scripted.js"):
         source = (WEB / "engines" / engine).read_text()
         read = set(
             re.findall(r"\bcall\.(\w+)\b(?!\s*=[^=])", source)

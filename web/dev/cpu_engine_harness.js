@@ -1,4 +1,4 @@
-// Module Worker of the CPU engine harness (cpu_engine_harness.html): owns one WllamaEngine,
+// Module Worker of the CPU engine harness (cpu_engine_harness.html): owns one CpuEngine,
 // as web/worker.js does, and answers the page's calls. Each method gets {id} of the call first.
 //   page -> worker  {id, method: "info" | "create" | "reload" | "chat" | "interrupt" |
 //                    "unload" | "counts", args: [...]}
@@ -6,7 +6,7 @@
 //                   {type: "token", id, text, ms}      streamed output of chat call `id`
 //                   {type: "progress", progress, text} model loading
 //                   {type: "prefill-progress", id}     prefill call `id` goes on
-import { WllamaEngine, cpuEngineInfo } from "../engines/wllama.js";
+import { CpuEngine, cpuEngineInfo } from "../engines/cpu.js";
 
 let engine = null;
 let engineOptions = {};
@@ -17,7 +17,7 @@ const onProgress = ({ progress, text }) => self.postMessage({ type: "progress", 
 const CONTEXT_WINDOW = 4096;
 
 function currentEngine() {
-  engine ??= new WllamaEngine({ contextWindow: CONTEXT_WINDOW, ...engineOptions, onProgress });
+  engine ??= new CpuEngine({ contextWindow: CONTEXT_WINDOW, ...engineOptions, onProgress });
   return engine;
 }
 
@@ -59,6 +59,9 @@ const methods = {
     });
     return { usage, progress, seconds: (performance.now() - started) / 1000 };
   },
+
+  /** The key under which prefill(messages) keeps its state (a URL in Cache Storage). */
+  stateKeyOf: (_call, messages) => currentEngine().stateKeyOf(messages),
 
   interrupt: (_call) => engine?.interrupt(),
   unload: (_call) => currentEngine().unload(),

@@ -1,7 +1,7 @@
 // The WebLLM engine (WebGPU), behind the engine interface the worker bridge uses:
 //   reload(model), unload(), chat(messages, call, onToken, onNote) -> {text, usage, finish_reason},
 //   interrupt(), counts {reloads, unloads}, label.
-// call.sampling (an object or null; see wllama.js): temperature, top_p, repeat_penalty (as
+// call.sampling (an object or null; see cpu.js): temperature, top_p, repeat_penalty (as
 // repetition_penalty), frequency_penalty, presence_penalty and seed reach WebLLM; the other
 // keys have no WebLLM counterpart and are ignored.
 // Tool calls are prompted and constrained with response_format json_object + schema (native

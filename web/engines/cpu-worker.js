@@ -1,0 +1,192 @@
+// The CPU engine's own worker (a classic one: emscripten's pthread build loads its threads with
+// importScripts). It hosts llama.cpp compiled to WebAssembly by scripts/build_cpu_engine.sh
+// (web/vendor/llama/) and runs one model. web/engines/cpu.js talks to it:
+//   engine -> worker  {id, op, args}
+//     op "load"     args {blob, name, contextWindow, threads, batch}  -> model info
+//     op "format"   args {messages, template}                        -> prompt text
+//     op "generate" args {prompt, params, batch}                       -> summary (below)
+//     op "abort"    args {target}: the generation with that id ends at its next step
+//     op "save"     -> ArrayBuffer of the cached sequence (tokens and KV state), transferred
+//     op "restore"  args {bytes} -> number of tokens restored
+//     op "tokenize" args {text}   -> token count
+//   worker -> engine {id, result} | {id, error} | {id, event: "progress", done, total, cached}
+//                    | {id, event: "token", text}
+// A generation is driven one step at a time (a batch of the prompt, then one token), with a
+// turn of the event loop in between, so an abort message is read within one step.
+"use strict";
+
+const VENDOR = new URL("../vendor/llama/", self.location.href).href;
+let module = null;
+let api = null;
+const aborted = new Set();
+
+importScripts(`${VENDOR}agent-llama.js`);
+
+async function ensureModule() {
+  if (module) return module;
+  module = await createAgentLlama({
+    locateFile: (file) => VENDOR + file,
+    // The pthread workers load the same script: give them its absolute URL.
+    mainScriptUrlOrBlob: `${VENDOR}agent-llama.js`,
+    print: () => {},
+    printErr: (text) => console.warn(`[llama.cpp] ${text}`),
+  });
+  const fn = (name, ret, args) => module.cwrap(name, ret, args);
+  api = {
+    load: fn("al_load", "number", ["string", "number", "number", "number"]),
+    info: fn("al_model_info", "number", []),
+    format: fn("al_format_chat", "number", ["string", "string"]),
+    tokenize: fn("al_tokenize", "number", ["string", "number", "number"]),
+    begin: fn("al_begin", "number", ["string", "string"]),
+    prefill: fn("al_prefill", "number", ["number"]),
+    next: fn("al_next", "number", []),
+    end: fn("al_end", "number", []),
+    save: fn("al_state_save", "number", []),
+    restore: fn("al_state_load", "number", ["number", "number"]),
+    buffer: fn("al_buffer", "number", []),
+    result: fn("al_result", "number", []),
+    lastError: fn("al_last_error", "number", []),
+    free: fn("al_free", null, []),
+  };
+  return module;
+}
+
+/** The call's return value, or an Error with llama.cpp's own words. */
+function check(code, what) {
+  if (code < 0) throw new Error(`${what}: ${module.UTF8ToString(api.lastError())}`);
+  return code;
+}
+
+const resultText = () => module.UTF8ToString(api.result());
+
+// The heap as it is now: a memory that grew has a new buffer, which old views do not see.
+const heap = () => new Uint8Array(module.wasmMemory ? module.wasmMemory.buffer : module.HEAPU8.buffer);
+
+// A turn of the event loop without setTimeout's 4 ms clamp: pending messages (abort) run first.
+const channel = new MessageChannel();
+const turns = [];
+channel.port1.onmessage = () => turns.shift()?.();
+const nextTurn = () => new Promise((resolve) => {
+  turns.push(resolve);
+  channel.port2.postMessage(null);
+});
+
+let mounted = null;
+let contextSize = 0; // the loaded context's tokens: a generation that fills it ends "length"
+
+const ops = {
+  async load({ blob, name, contextWindow, threads, batch }) {
+    await ensureModule();
+    api.free();
+    if (mounted) module.FS.unmount(mounted);
+    // WORKERFS reads the Blob in slices when llama.cpp reads the file: no copy of the weights
+    // in memory beyond the tensors themselves.
+    mounted = "/model";
+    if (!module.FS.analyzePath(mounted).exists) module.FS.mkdir(mounted);
+    module.FS.mount(module.FS.filesystems.WORKERFS, { blobs: [{ name, data: blob }] }, mounted);
+    check(api.load(`${mounted}/${name}`, contextWindow, threads, batch), "llama.cpp could not load the model");
+    check(api.info(), "model info");
+    const info = JSON.parse(resultText());
+    contextSize = info.n_ctx;
+    return info;
+  },
+
+  format({ messages, template }) {
+    check(api.format(JSON.stringify(messages), template || ""), "chat template");
+    return resultText();
+  },
+
+  tokenize({ text }) {
+    return check(api.tokenize(text, 0, 1), "tokenize");
+  },
+
+  async generate({ prompt, params, batch }, id) {
+    const started = performance.now();
+    const total = check(api.begin(prompt, JSON.stringify(params)), "prompt");
+    const { n_cached: cached } = JSON.parse(resultText());
+    let finish = "stop";
+    let firstTokenAt = null;
+    let prefillEnd = started;
+    let generated = 0;
+    try {
+      // Said before the first batch too, so a long prefill shows its size at once.
+      if (total > cached) self.postMessage({ id, event: "progress", done: cached, total, cached });
+      for (let pending = total - cached; pending > 0; ) {
+        pending = check(api.prefill(batch), "prefill");
+        self.postMessage({ id, event: "progress", done: total - pending, total, cached });
+        await nextTurn();
+        if (aborted.has(id)) return summary("abort");
+      }
+      prefillEnd = performance.now();
+      for (;;) {
+        if (aborted.has(id)) {
+          finish = "abort";
+          break;
+        }
+        const step = check(api.next(), "generation");
+        if (step === 0) break;
+        generated += 1;
+        firstTokenAt ??= performance.now();
+        const text = resultText();
+        if (text) self.postMessage({ id, event: "token", text });
+        await nextTurn();
+      }
+    } finally {
+      const produced = api.end();
+      if (produced >= 0) generated = produced;
+    }
+    const maxTokens = params.max_tokens;
+    const full = total + generated >= contextSize;
+    if (finish === "stop" && ((Number.isInteger(maxTokens) && generated >= maxTokens) || full)) finish = "length";
+    return summary(finish);
+
+    function summary(finishReason) {
+      const end = performance.now();
+      const computed = total - cached;
+      const prefillS = (prefillEnd - started) / 1000;
+      const decodeS = firstTokenAt === null ? 0 : (end - firstTokenAt) / 1000;
+      return {
+        finish_reason: finishReason,
+        prompt_tokens: total,
+        cached_prompt_tokens: cached,
+        completion_tokens: generated,
+        prefill_tokens_per_s: computed > 0 && prefillS > 0 ? computed / prefillS : null,
+        decode_tokens_per_s: generated > 1 && decodeS > 0 ? (generated - 1) / decodeS : null,
+        time_to_first_token_s: firstTokenAt === null ? null : (firstTokenAt - started) / 1000,
+      };
+    }
+  },
+
+  save() {
+    const size = check(api.save(), "saving the model's state");
+    const start = api.buffer();
+    return heap().slice(start, start + size).buffer;
+  },
+
+  restore({ bytes }) {
+    const data = new Uint8Array(bytes);
+    const ptr = module._malloc(data.length);
+    try {
+      heap().set(data, ptr);
+      return check(api.restore(ptr, data.length), "the saved state was not restored");
+    } finally {
+      module._free(ptr);
+    }
+  },
+};
+
+self.onmessage = async ({ data: { id, op, args = {} } }) => {
+  if (op === "abort") {
+    aborted.add(args.target);
+    return;
+  }
+  try {
+    const result = await ops[op](args, id);
+    const transfer = result instanceof ArrayBuffer ? [result] : [];
+    self.postMessage({ id, result }, transfer);
+  } catch (error) {
+    self.postMessage({ id, error: String(error?.message || error) });
+  } finally {
+    aborted.delete(id);
+  }
+};
