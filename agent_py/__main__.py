@@ -83,6 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--script", type=Path, help="replies for the scripted engine (JSON file)")
     run.add_argument("--settings", help="page settings as JSON, e.g. '{\"max_tokens\": 256}'")
     run.add_argument("--timeout", type=float, default=1800, help="seconds for the whole task")
+    run.add_argument(
+        "--browser-profile",
+        type=Path,
+        default=Path(".artifacts/browser-profile"),
+        help="the browser's storage, kept between runs: the model's file and its prefilled "
+        "state, so the next run starts warm",
+    )
+    run.add_argument(
+        "--fresh-browser", action="store_true", help="a fresh browser profile for this run only"
+    )
 
     demo = commands.add_parser("demo", help="run a task with the scripted demo model")
     demo.add_argument("task", help="the task, in words")
@@ -113,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         script=script,
         settings=settings,
         timeout_s=args.timeout,
+        profile=None if args.fresh_browser else args.browser_profile,
     )
 
 

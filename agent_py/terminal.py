@@ -14,6 +14,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from agent_py.web_server import start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 EXIT_OK, EXIT_FAILED, EXIT_SETUP = 0, 1, 2
+PORT_FILE = "agent_py-port"  # in a browser profile: the port of the origin its storage is for
 
 
 def load_browser_config() -> ModuleType:
@@ -126,8 +128,10 @@ class PageAgent:
         browser_path: str | None = None,
         headed: bool = False,
         browser_args: Sequence[str] = (),
+        profile: Path | None = None,
     ) -> None:
         self.engine_choice = engine
+        self.profile = profile
         self.settings = settings
         self.on_event = on_event
         self.browser_path = browser_path
@@ -163,7 +167,7 @@ class PageAgent:
         if not Path(executable).exists():
             raise SetupError(f"no browser at {executable}: run 'bash scripts/setup.sh --browser'")
         try:
-            server, base_url = start_server(port=0)
+            server, base_url = self._start_server()
             self._stack.callback(server.server_close)
             self._stack.callback(server.shutdown)
             playwright = self._stack.enter_context(sync_playwright())
@@ -172,9 +176,14 @@ class PageAgent:
             )
             if self.headed:
                 options["headless"] = False
-            browser = playwright.chromium.launch(**options)
-            self._stack.callback(browser.close)
-            self.page = browser.new_page()
+            if self.profile is None:
+                browser = playwright.chromium.launch(**options)
+                self._stack.callback(browser.close)
+                self.page = browser.new_page()
+            else:
+                context = self._persistent_context(playwright, options)
+                self._stack.callback(context.close)
+                self.page = context.pages[0] if context.pages else context.new_page()
             self.page.expose_function("__agent_py_event", lambda raw: self.on_event(raw))
             if self.settings:
                 stored = json.dumps(json.dumps(self.settings))
@@ -191,6 +200,50 @@ class PageAgent:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+    def _start_server(self) -> tuple[Any, str]:
+        """The page's server on loopback. With a profile, on the port that profile used
+        before: the browser keeps storage per origin, and the port is part of the origin."""
+        if self.profile is None:
+            return start_server(port=0)
+        remembered = self.profile / PORT_FILE
+        try:
+            port = int(remembered.read_text())
+        except (OSError, ValueError):
+            port = 0
+        try:
+            server, base_url = start_server(port=port)
+        except OSError:  # taken by another program meanwhile: a new origin, a cold start
+            print(
+                f"port {port} of the browser profile {self.profile} is taken: "
+                "this run starts without the profile's saved state",
+                file=sys.stderr,
+            )
+            server, base_url = start_server(port=0)
+        self.profile.mkdir(parents=True, exist_ok=True)
+        remembered.write_text(str(server.server_address[1]))
+        return server, base_url
+
+    def _persistent_context(self, playwright: Any, options: dict[str, Any]) -> Any:
+        """A browser whose storage outlives the run (the model's file and its prefilled
+        state among it), in ``self.profile``; a profile another run holds open gives way to
+        a temporary one, said on stderr."""
+        from playwright.sync_api import Error as PlaywrightError
+
+        assert self.profile is not None
+        self.profile.mkdir(parents=True, exist_ok=True)
+        try:
+            return playwright.chromium.launch_persistent_context(str(self.profile), **options)
+        except PlaywrightError as error:
+            if "ProcessSingleton" not in str(error) and "in use" not in str(error):
+                raise
+        print(
+            f"the browser profile {self.profile} is in use by another run: "
+            "this run starts from a fresh one",
+            file=sys.stderr,
+        )
+        fresh = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="agent_py-profile-"))
+        return playwright.chromium.launch_persistent_context(fresh, **options)
 
     @property
     def usable(self) -> bool:
@@ -246,16 +299,18 @@ def run_in_browser(
     script: dict[str, Any] | None = None,
     settings: dict[str, Any] | None = None,
     timeout_s: float = 1800,
+    profile: Path | None = None,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
-    """Run ``task`` in the page; returns the process exit code."""
+    """Run ``task`` in the page; returns the process exit code. ``profile``: the browser's
+    storage folder, kept between runs (None: a fresh one each run)."""
     from playwright.sync_api import Error as PlaywrightError
 
     started = time.perf_counter()
     writer = HistoryWriter(history, out)
     try:
-        with PageAgent(engine=engine, settings=settings, on_event=writer) as agent:
+        with PageAgent(engine=engine, settings=settings, on_event=writer, profile=profile) as agent:
             if not agent.usable:
                 print(f"no model engine can run: {agent.why_unusable()}", file=err)
                 return EXIT_FAILED
@@ -268,12 +323,8 @@ def run_in_browser(
                 return EXIT_FAILED
             code = report_result(result, writer.path, out, err)
             prepared = agent.page.evaluate("window.agentApp.prepared ?? null")
-            if prepared and prepared.get("prefilled"):
-                print(
-                    f"model prepared before the task: {prepared['prompt_tokens']} prompt tokens "
-                    f"of the planner's prompt prefilled in {prepared['ms'] / 1000:.1f} s",
-                    file=out,
-                )
+            if prepared:
+                print_prepared(prepared, out)
             print(
                 f"total {time.perf_counter() - started:.1f} s (browser, page and model included)",
                 file=out,
@@ -287,6 +338,28 @@ def run_in_browser(
         return EXIT_FAILED
     finally:
         writer.close()
+
+
+def print_prepared(prepared: dict[str, Any], out: TextIO) -> None:
+    """How the model was prepared before the task (the page's PREPARED report)."""
+    if prepared.get("warning"):
+        print(f"warning: {prepared['warning']}", file=out)
+    if not prepared.get("prefilled"):
+        return
+    seconds = prepared["ms"] / 1000
+    restored = prepared.get("restored_tokens") or 0
+    how = (
+        f"restored from the saved state ({restored} tokens)"
+        if restored
+        else "prefilled and saved for the next run"
+        if prepared.get("state") == "saved"
+        else "prefilled"
+    )
+    print(
+        f"model prepared before the task in {seconds:.1f} s: {prepared['prompt_tokens']} "
+        f"prompt tokens of the planner's prompt {how}",
+        file=out,
+    )
 
 
 def report_result(result: dict[str, Any], history: Path, out: TextIO, err: TextIO) -> int:

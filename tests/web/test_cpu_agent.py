@@ -43,18 +43,25 @@ def agent_py(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_readme_task_gives_42_on_the_cpu_engine(cpu_model: Path, tmp_path: Path) -> None:
-    history = tmp_path / "cpu.jsonl"
-    done = agent_py(
+def readme_task(history: Path, profile: Path) -> subprocess.CompletedProcess[str]:
+    return agent_py(
         "run",
         "Use JavaScript to compute 6 times 7.",
         "--history",
         str(history),
+        "--browser-profile",
+        str(profile),
         "--timeout",
         "1800",
     )
 
+
+def test_the_readme_task_gives_42_on_the_cpu_engine(cpu_model: Path, tmp_path: Path) -> None:
+    history = tmp_path / "cpu.jsonl"
+    done = readme_task(history, tmp_path / "profile")
+
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "prompt prefilled and saved for the next run" in done.stdout
     assert "engine: CPU engine" in done.stdout
     assert "no WebGPU adapter" in done.stdout  # why the CPU engine was chosen
     events = read_history_file(history)
@@ -74,6 +81,17 @@ def test_the_readme_task_gives_42_on_the_cpu_engine(cpu_model: Path, tmp_path: P
     assert [a.meta["tool"] for a in actions] == ["javascript_execute"]
     schema = plan_json_schema(["llm_generator", "javascript_execute"], SMALL.plan_shape)
     assert compact_grammar(schema) is not None
+
+    # The second run in the same browser profile restores the prefilled state from the
+    # browser's storage instead of computing it, and answers the same.
+    again = readme_task(tmp_path / "again.jsonl", tmp_path / "profile")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "restored from the saved state" in again.stdout
+    events = read_history_file(tmp_path / "again.jsonl")
+    final = next(e for e in events if e.type == "final")
+    assert final.meta["state"] == "completed" and "42" in final.content
+    plan_call = next(e for e in events if e.type == "assistant" and e.meta["purpose"] == "plan")
+    assert plan_call.meta["usage"]["cached_prompt_tokens"] >= 500
 
 
 def test_a_small_tier_subset_answers_right_on_the_cpu_engine(

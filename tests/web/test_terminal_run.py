@@ -37,7 +37,7 @@ PLAN = {
 
 def agent_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agent_py", "run", *args],
+        [sys.executable, "-m", "agent_py", "run", "--fresh-browser", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -80,7 +80,7 @@ def test_a_completed_task_prints_progress_and_the_answer_and_exits_0(
     assert "s1 javascript_execute: multiply" in out
     assert "[s1] done in" in out and "result: 42" in out
     assert "**42**" in out
-    assert "model prepared before the task:" in out  # the planner's prompt, prefilled at ready
+    assert "model prepared before the task in" in out  # the planner's prompt, prefilled at ready
     events = read_history_file(history)
     assert [e.type for e in events][:2] == ["session_start", "turn_start"]
     assert any(e.type == "final" and e.meta["state"] == "completed" for e in events)
