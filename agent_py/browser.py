@@ -243,8 +243,10 @@ class PageSettings(BaseModel):
         "model_lib_url",
         "cpu_model",
         "cpu_threads",
+        "context_window",
     )
-    """Read when the worker starts: a change restarts it."""
+    """Read when the worker starts (the engines size their KV cache by ``context_window``):
+    a change restarts it."""
 
     engine: Literal["auto", "webllm", "cpu"] = "auto"
     """auto: WebLLM on a hardware GPU, else the CPU engine."""

@@ -211,7 +211,7 @@ async function handleMcpMessage(message) {
 async function createEngine(choice, settings, gpu) {
   if (choice === "scripted") {
     const { ScriptedEngine } = await import("./engines/scripted.js");
-    const scripted = new ScriptedEngine();
+    const scripted = new ScriptedEngine({ contextWindow: settings.context_window });
     return { engine: scripted, gpu, info: { name: "scripted", label: scripted.label, usable: true, reason: gpu.reason } };
   }
   if (chooseEngine(choice, gpu) === "cpu") {
@@ -348,7 +348,8 @@ async function boot({ settings, engine: override }) {
   const created = await createEngine(override || settingsNow.engine, settingsNow, gpu);
   phase("engine");
   engine = created.engine;
-  engineInfo = created.info;
+  // The window the engine was made with (read once, at start: a change restarts the worker).
+  engineInfo = { ...created.info, context_window: engine.options?.contextWindow ?? null };
   const info = await configure(settings); // again, for the engine's kind
   phase("configure");
   const timings = { agent_ready_ms: Math.round(performance.now() - t0), phases };

@@ -389,6 +389,28 @@ def test_the_settings_and_their_defaults_come_from_python(page: Any, scripted: s
     )
 
 
+def test_a_new_context_window_restarts_the_worker_and_reaches_the_engine(
+    page: Any, scripted: str
+) -> None:
+    # The engines size their KV cache by the window when the worker starts: Python fitting
+    # prompts to a new window while the engine kept the old one would overflow it.
+    from agent_py.browser import PageSettings
+
+    open_app(page, scripted)
+    default = PageSettings().context_window
+    assert page.evaluate("window.agentApp.engine.context_window") == default
+
+    page.locator("#settings-details summary").click()
+    page.locator("#setting-context").fill(str(default * 2))
+    page.get_by_role("button", name="Save settings").click()
+    assert "Restarting the agent" in page.locator("#settings-saved").text_content()
+    page.wait_for_function(
+        f"window.agentApp.engine?.context_window === {default * 2}"
+        " && document.body.dataset.status === 'ready'"
+    )
+    assert page.evaluate("window.agentApp.settings().context_window") == default * 2
+
+
 def test_saved_settings_python_refuses_give_way_to_the_defaults(page: Any, scripted: str) -> None:
     from agent_py.browser import PageSettings
 

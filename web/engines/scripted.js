@@ -4,7 +4,9 @@
 // in order (the last repeats); an item may be {text, delay_ms} to simulate a slow model.
 
 export class ScriptedEngine {
-  constructor() {
+  /** @param {{contextWindow?: number}} options the page's context_window, as other engines get it */
+  constructor(options = {}) {
+    this.options = { contextWindow: options.contextWindow };
     this.script = {};
     this.loadedModel = null;
     this.counts = { reloads: 0, unloads: 0 };
