@@ -1,8 +1,11 @@
 // The CPU engine's own worker (a classic one: emscripten's pthread build loads its threads with
 // importScripts). It hosts llama.cpp compiled to WebAssembly by scripts/build_cpu_engine.sh
-// (web/vendor/llama/) and runs one model. web/engines/cpu.js talks to it:
+// (web/vendor/llama/) and runs one model: the pthread build on a cross-origin isolated page
+// (threads need SharedArrayBuffer), otherwise the build without threads. web/engines/cpu.js
+// talks to it:
 //   engine -> worker  {id, op, args}
-//     op "load"     args {blob, name, contextWindow, threads, batch}  -> model info
+//     op "load"     args {blob, name, contextWindow, threads, batch}  -> model info, with
+//                   `build`: which build runs, the key of its id in build.json
 //     op "format"   args {messages, template}                        -> prompt text
 //     op "generate" args {prompt, params, batch}                       -> summary (below)
 //     op "abort"    args {target}: the generation with that id ends at its next step
@@ -16,18 +19,22 @@
 "use strict";
 
 const VENDOR = new URL("../vendor/llama/", self.location.href).href;
+// Both scripts define the same factory, createAgentLlama; `build` names the id in build.json.
+const BUILD = self.crossOriginIsolated
+  ? { script: "agent-llama.js", build: "build_id" }
+  : { script: "agent-llama-st.js", build: "build_id_single_thread" };
 let module = null;
 let api = null;
 const aborted = new Set();
 
-importScripts(`${VENDOR}agent-llama.js`);
+importScripts(VENDOR + BUILD.script);
 
 async function ensureModule() {
   if (module) return module;
   module = await createAgentLlama({
     locateFile: (file) => VENDOR + file,
     // The pthread workers load the same script: give them its absolute URL.
-    mainScriptUrlOrBlob: `${VENDOR}agent-llama.js`,
+    mainScriptUrlOrBlob: VENDOR + BUILD.script,
     print: () => {},
     printErr: (text) => console.warn(`[llama.cpp] ${text}`),
   });
@@ -59,7 +66,8 @@ function check(code, what) {
 
 const resultText = () => module.UTF8ToString(api.result());
 
-// The heap as it is now: a memory that grew has a new buffer, which old views do not see.
+// The heap as it is now: a memory that grew has a new buffer, which old views do not see. The
+// build without threads exports no wasmMemory, but renews Module.HEAPU8 when its memory grows.
 const heap = () => new Uint8Array(module.wasmMemory ? module.wasmMemory.buffer : module.HEAPU8.buffer);
 
 // A turn of the event loop without setTimeout's 4 ms clamp: pending messages (abort) run first.
@@ -88,7 +96,7 @@ const ops = {
     check(api.info(), "model info");
     const info = JSON.parse(resultText());
     contextSize = info.n_ctx;
-    return info;
+    return { ...info, build: BUILD.build };
   },
 
   format({ messages, template }) {

@@ -235,9 +235,12 @@ export class CpuEngine {
     return usage;
   }
 
-  /** The key of a prompt's saved state: engine build, model, context window and prompt. */
+  /**
+   * The key of a prompt's saved state: engine build (the one the worker loaded, with or
+   * without threads), model, context window and prompt.
+   */
   async stateKey(prompt) {
-    const build = await buildId();
+    const build = this.modelInfo && (await buildId(this.modelInfo.build));
     if (!build || !this.loadedUrl || typeof caches === "undefined") return null;
     const identity = JSON.stringify([build, this.loadedUrl, this.modelBytes, this.options.contextWindow, prompt]);
     const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(identity));
@@ -359,13 +362,16 @@ export class CpuEngine {
 
 let buildPromise = null;
 
-/** The engine build's id (web/vendor/llama/build.json): saved states are only for it. */
-function buildId() {
+/**
+ * The id of one engine build (web/vendor/llama/build.json): saved states are only for it.
+ * `key` is the worker's (cpu-worker.js): "build_id" with threads, "build_id_single_thread"
+ * without.
+ */
+async function buildId(key) {
   buildPromise ??= fetch(BUILD_URL)
     .then((response) => (response.ok ? response.json() : null))
-    .then((build) => build?.build_id || null)
     .catch(() => null);
-  return buildPromise;
+  return (await buildPromise)?.[key] || null;
 }
 
 /**
