@@ -54,6 +54,7 @@ const SHELL_FILES = [
   "sessions.js",
   "sw-register.js",
   "engines/cpu.js",
+  "engines/cpu-api.js",
   "engines/cpu-worker.js",
   "engines/errors.js",
   "engines/gpu.js",

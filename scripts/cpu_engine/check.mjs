@@ -22,24 +22,8 @@ const require = createRequire(import.meta.url);
 const createAgentLlama = require(`${root}web/vendor/llama/agent-llama.js`);
 const M = await createAgentLlama({ print: () => {}, printErr: (text) => process.stderr.write(`[llama.cpp] ${text}\n`) });
 
-const fn = (name, ret, args) => M.cwrap(name, ret, args);
-const al = {
-  load: fn("al_load", "number", ["string", "number", "number", "number"]),
-  info: fn("al_model_info", "number", []),
-  format: fn("al_format_chat", "number", ["string", "string"]),
-  tokenize: fn("al_tokenize", "number", ["string", "number", "number"]),
-  begin: fn("al_begin", "number", ["string", "string"]),
-  prefill: fn("al_prefill", "number", ["number"]),
-  next: fn("al_next", "number", []),
-  end: fn("al_end", "number", []),
-  save: fn("al_state_save", "number", []),
-  restore: fn("al_state_load", "number", ["number", "number"]),
-  buffer: fn("al_buffer", "number", []),
-  cached: fn("al_cached", "number", []),
-  result: fn("al_result", "number", []),
-  lastError: fn("al_last_error", "number", []),
-  free: fn("al_free", null, []),
-};
+const { bindLlamaApi } = require(`${root}web/engines/cpu-api.js`);
+const al = bindLlamaApi(M);
 const heap = () => new Uint8Array(M.wasmMemory.buffer);
 const result = () => M.UTF8ToString(al.result());
 const lastError = () => M.UTF8ToString(al.lastError());

@@ -7,11 +7,7 @@ llama.cpp gets two threads. Gemma 3 270M is loaded first (by id); the SmolLM2 te
 last, so the module switches models once. The models decode a few tokens per second on two
 cores, so every reply budget is small and every schema tightly bounded. Assertions are about
 structure (valid JSON, schema, streaming, counts, templates), and wording only where the
-instruct model answers a one-word question.
-
-Every wait ends on an event (a reply, a streamed token) or a token count. The only deadline
-is a stall guard: it fails a call after STALL_S seconds without any message from the engine,
-which a machine whose cores are busy with other work does not come near.
+instruct model answers a one-word question. Waits end on events (tests/web/cpu_harness.py).
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,95 +24,22 @@ import pytest
 
 from agent_py.parsing import parse_plan
 from agent_py.plan import PlanShape, plan_json_schema
+from tests.web.cpu_harness import INSTRUCT_MODEL, MODEL, CPUHarness, open_harness
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-HARNESS = "dev/cpu_engine_harness.html"
-MODEL = "gemma3-270m-q4_k_m"  # loaded by id: the model with a built-in template
-INSTRUCT_MODEL = "smollm2-135m-instruct-q4_1"  # the engine's default
 # The engine's default is two threads on a cross-origin isolated page. On a machine whose
 # cores are busy with other work, two threads that wait for each other are several times
 # slower than one: AGENT_PY_CPU_THREADS=1 runs this module on one thread.
 THREADS = int(os.environ.get("AGENT_PY_CPU_THREADS", "0")) or None
-# page.evaluate has no time limit of its own. A call fails only when the engine says nothing
-# (no token, no loading report, no answer) for this long: our longest prompt is about 200
-# tokens, a few minutes of prefill even at 1 token/s on a machine busy with other work.
-STALL_S = 300
-
-
-def _origin(url: str) -> str | None:
-    if url.startswith("blob:"):
-        url = url[len("blob:") :]
-    parts = urlsplit(url)
-    return None if parts.scheme in ("data", "about") else f"{parts.scheme}://{parts.netloc}"
-
-
-@dataclass
-class CPUHarness:
-    page: Any
-    origin: str
-    urls: list[str] = field(default_factory=list)  # every request, workers included
-    errors: list[str] = field(default_factory=list)
-
-    def call(self, expression: str, arg: Any = None) -> Any:
-        """Await `expression(arg)` in the page; if the engine stalls, interrupt it (so the next
-        test finds it free) and fail."""
-        return self.page.evaluate(
-            """([source, arg, stallMs]) => new Promise((resolve, reject) => {
-                cpu.lastActivity = performance.now();
-                const guard = setInterval(() => {
-                    if (performance.now() - cpu.lastActivity < stallMs) return;
-                    clearInterval(guard);
-                    cpu.interrupt();
-                    reject(new Error(`the CPU engine said nothing for ${stallMs / 1000} s`));
-                }, 1000);
-                Promise.resolve()
-                    .then(() => (0, eval)(source)(arg))
-                    .then(resolve, reject)
-                    .finally(() => clearInterval(guard));
-            })""",
-            [expression, arg, STALL_S * 1000],
-        )
-
-    def chat(self, messages: list[dict[str, str]], **call: Any) -> dict[str, Any]:
-        call = {"model": MODEL, "purpose": "generate", **call}
-        return self.call("([m, c]) => cpu.chat(m, c)", [messages, call])
-
-    def counts(self) -> dict[str, Any]:
-        return self.call("() => cpu.counts()")
-
-    def ensure_loaded(self, model: str = MODEL) -> dict[str, Any]:
-        """Load `model` unless it is the one loaded; the engine's counts afterwards."""
-        if self.counts()["loadedModel"] != model:
-            self.call("model => cpu.reload(model)", model)
-        return self.counts()
-
-    def wait_for_streamed(self, pieces: int) -> None:
-        """Until the running chat has streamed `pieces` pieces (an event, not a duration)."""
-        self.page.wait_for_function(
-            f"() => cpu.streamed.length >= {pieces}", timeout=STALL_S * 1000
-        )
-
-    def foreign(self) -> list[str]:
-        return [u for u in self.urls if _origin(u) not in (None, self.origin)]
 
 
 @pytest.fixture(scope="module")
 def cpu(browser: Any, base_url: str, cpu_model: Path) -> Iterator[CPUHarness]:
-    context = browser.new_context()
-    context.set_default_timeout(60_000)
-    page = context.new_page()
-    harness = CPUHarness(page, origin=_origin(base_url) or "")
-    context.on("request", lambda request: harness.urls.append(request.url))
-    page.on("pageerror", lambda error: harness.errors.append(str(error)))
-    page.goto(base_url + HARNESS)
-    page.wait_for_selector("body:not([data-status='starting'])")
-    assert page.get_attribute("body", "data-status") == "ready", page.text_content("#status")
     # A fixed seed: the same replies every run.
-    harness.call("threads => cpu.create({seed: 7, threads})", THREADS)
-    yield harness
-    context.close()
+    with open_harness(browser, base_url, seed=7, threads=THREADS) as harness:
+        yield harness
 
 
 def _json_reply(reply: dict[str, Any]) -> Any:

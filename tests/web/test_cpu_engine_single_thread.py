@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from agent_py import web_server as serve
-from tests.web.test_cpu_engine import HARNESS, INSTRUCT_MODEL, CPUHarness, _origin
+from tests.web.cpu_harness import INSTRUCT_MODEL, CPUHarness, open_harness
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -32,18 +32,8 @@ def plain_url(vendored: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def cpu(browser: Any, plain_url: str, cpu_model: Path) -> Iterator[CPUHarness]:
-    context = browser.new_context()
-    context.set_default_timeout(60_000)
-    page = context.new_page()
-    harness = CPUHarness(page, origin=_origin(plain_url) or "")
-    context.on("request", lambda request: harness.urls.append(request.url))
-    page.on("pageerror", lambda error: harness.errors.append(str(error)))
-    page.goto(plain_url + HARNESS)
-    page.wait_for_selector("body:not([data-status='starting'])")
-    assert page.get_attribute("body", "data-status") == "ready", page.text_content("#status")
-    harness.call("() => cpu.create({seed: 7})")
-    yield harness
-    context.close()
+    with open_harness(browser, plain_url, seed=7) as harness:
+        yield harness
 
 
 def test_a_page_without_isolation_runs_one_thread_and_answers(cpu: CPUHarness) -> None:

@@ -27,7 +27,7 @@ let module = null;
 let api = null;
 const aborted = new Set();
 
-importScripts(VENDOR + BUILD.script);
+importScripts(VENDOR + BUILD.script, new URL("./cpu-api.js", self.location.href).href);
 
 async function ensureModule() {
   if (module) return module;
@@ -38,23 +38,7 @@ async function ensureModule() {
     print: () => {},
     printErr: (text) => console.warn(`[llama.cpp] ${text}`),
   });
-  const fn = (name, ret, args) => module.cwrap(name, ret, args);
-  api = {
-    load: fn("al_load", "number", ["string", "number", "number", "number"]),
-    info: fn("al_model_info", "number", []),
-    format: fn("al_format_chat", "number", ["string", "string"]),
-    tokenize: fn("al_tokenize", "number", ["string", "number", "number"]),
-    begin: fn("al_begin", "number", ["string", "string"]),
-    prefill: fn("al_prefill", "number", ["number"]),
-    next: fn("al_next", "number", []),
-    end: fn("al_end", "number", []),
-    save: fn("al_state_save", "number", []),
-    restore: fn("al_state_load", "number", ["number", "number"]),
-    buffer: fn("al_buffer", "number", []),
-    result: fn("al_result", "number", []),
-    lastError: fn("al_last_error", "number", []),
-    free: fn("al_free", null, []),
-  };
+  api = bindLlamaApi(module);
   return module;
 }
 
