@@ -117,15 +117,13 @@ const ops = {
         }
         const step = check(api.next(), "generation");
         if (step === 0) break;
-        generated += 1;
         firstTokenAt ??= performance.now();
         const text = resultText();
         if (text) self.postMessage({ id, event: "token", text });
         await nextTurn();
       }
     } finally {
-      const produced = api.end();
-      if (produced >= 0) generated = produced;
+      generated = Math.max(api.end(), 0); // llama.cpp's count: a last step may only flush bytes
     }
     const maxTokens = params.max_tokens;
     const full = total + generated >= contextSize;
