@@ -24,7 +24,8 @@ FUNCTIONS=(al_load al_model_info al_format_chat al_tokenize al_tokens al_begin a
   al_state_save al_state_load al_buffer al_cached al_free al_result al_last_error)
 
 stamp_of_inputs() {
-  cat "$SOURCE" scripts/build_cpu_engine.sh scripts/wasm_llama_lib.sh scripts/wasm_llama_exceptions.cmake | sha256sum | cut -c1-64
+  cat "$SOURCE" scripts/build_cpu_engine.sh scripts/wasm_llama_lib.sh scripts/wasm_llama_exceptions.cmake \
+    scripts/cpu_engine/patch_llama.py | sha256sum | cut -c1-64
 }
 up_to_date() {
   [ -f "$DEST/.inputs" ] && [ "$(cat "$DEST/.inputs")" = "$(stamp_of_inputs)" ] || return 1

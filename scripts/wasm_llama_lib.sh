@@ -9,8 +9,9 @@
 # Objects of the two cannot be mixed: wasm-ld refuses atomics in a build without shared memory.
 #
 # The llama.cpp is the one PyPI's llama-cpp-python 0.3.36 sdist vendors (sha256-pinned), built
-# with Debian's emscripten (3.1.6) and cached in .artifacts/wasm-build: a rebuild happens only
-# when the flags below or scripts/wasm_llama_exceptions.cmake change.
+# with our changes (scripts/cpu_engine/patch_llama.py) by Debian's emscripten (3.1.6), and cached
+# in .artifacts/wasm-build: a rebuild happens only when the flags below, the changes or
+# scripts/wasm_llama_exceptions.cmake change.
 
 WASM_BUILD=.artifacts/wasm-build
 LLAMA_SDIST=llama_cpp_python-0.3.36.tar.gz
@@ -34,13 +35,22 @@ wasm_llama_emcc() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq emscripten >/dev/null
 }
 
+# A fresh extraction of the sdist with our changes (scripts/cpu_engine/patch_llama.py) applied;
+# extracted again when the changes change.
 wasm_llama_sources() {
-  [ -d "$WASM_BUILD/src" ] && return
+  local patched
+  patched=$(sha256sum <scripts/cpu_engine/patch_llama.py | cut -c1-16)
+  [ -f "$WASM_BUILD/src/.patched" ] && [ "$(cat "$WASM_BUILD/src/.patched")" = "$patched" ] && return
   mkdir -p "$WASM_BUILD"
-  .venv/bin/python -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==0.3.36" -d "$WASM_BUILD"
+  if [ ! -f "$WASM_BUILD/$LLAMA_SDIST" ]; then
+    .venv/bin/python -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==0.3.36" -d "$WASM_BUILD"
+  fi
   echo "$LLAMA_SDIST_SHA256  $WASM_BUILD/$LLAMA_SDIST" | sha256sum -c --quiet
+  rm -rf "$WASM_BUILD/src" "$WASM_BUILD/src.tmp"
   mkdir -p "$WASM_BUILD/src.tmp"
   tar xzf "$WASM_BUILD/$LLAMA_SDIST" -C "$WASM_BUILD/src.tmp" --strip-components=1
+  python3 scripts/cpu_engine/patch_llama.py "$WASM_BUILD/src.tmp/vendor/llama.cpp"
+  echo "$patched" >"$WASM_BUILD/src.tmp/.patched"
   mv "$WASM_BUILD/src.tmp" "$WASM_BUILD/src"
 }
 
@@ -71,7 +81,7 @@ wasm_llama_libs() {
     "-DCMAKE_C_FLAGS=${threads:+$threads }-msimd128" "-DCMAKE_CXX_FLAGS=${threads:+$threads }-msimd128"
     -DCMAKE_PROJECT_INCLUDE="$PWD/scripts/wasm_llama_exceptions.cmake")
   local stamp
-  stamp="${cmake_args[*]} $(sha256sum <scripts/wasm_llama_exceptions.cmake)"
+  stamp="${cmake_args[*]} $(cat scripts/wasm_llama_exceptions.cmake scripts/cpu_engine/patch_llama.py | sha256sum)"
   if [ ! -f "$lib/.built" ] || [ "$(cat "$lib/.built")" != "$stamp" ]; then
     rm -rf "$lib"
     local log=$lib-build.log

@@ -49,6 +49,7 @@ struct engine {
     llama_batch batch{};
     int n_batch = 0;
     int n_threads = 0;
+    ggml_type kv_type = GGML_TYPE_F16;  // of the KV cache (kv_cache_type)
     std::vector<llama_token> cached;   // tokens whose KV is in sequence 0, in order
     generation gen;
     bool generating = false;
@@ -124,6 +125,30 @@ std::string meta_string(const char * key, bool * found) {
     }
     *found = n >= 0;
     return n >= 0 ? std::string(buf.data(), n) : std::string();
+}
+
+// The KV cache is F32 where it fits: WebAssembly has no half-precision arithmetic, and ggml's
+// wasm kernels convert each F16 element of a cache on its own. With F32 (and flash attention
+// reading it as it is, scripts/cpu_engine/patch_llama.py) SmolLM2 decoded twice as fast at a
+// 1,000-token context. A cache that would take more than KV_F32_MAX_BYTES in F32 stays F16.
+const double KV_F32_MAX_BYTES = 1024.0 * 1024 * 1024;
+
+int meta_int(const std::string & key, int fallback) {
+    bool found = false;
+    const std::string value = meta_string(key.c_str(), &found);
+    return found && !value.empty() ? std::atoi(value.c_str()) : fallback;
+}
+
+ggml_type kv_cache_type(int n_ctx) {
+    bool found = false;
+    const std::string arch = meta_string("general.architecture", &found);
+    const int head_dim = llama_model_n_embd(E.model) / std::max(1, llama_model_n_head(E.model));
+    const int key_length = meta_int(arch + ".attention.key_length", head_dim);
+    const int value_length = meta_int(arch + ".attention.value_length", head_dim);
+    const double cells = n_ctx > 0 ? n_ctx : llama_model_n_ctx_train(E.model);
+    const double f32_bytes = cells * llama_model_n_layer(E.model) * llama_model_n_head_kv(E.model) *
+                             (key_length + value_length) * sizeof(float);
+    return f32_bytes <= KV_F32_MAX_BYTES ? GGML_TYPE_F32 : GGML_TYPE_F16;
 }
 
 void tokenize_into(std::vector<int32_t> & out, const std::string & text, bool add_special, bool parse_special) {
@@ -425,6 +450,8 @@ EMSCRIPTEN_KEEPALIVE int al_load(const char * path, int n_ctx, int n_threads, in
         cp.n_threads_batch = n_threads;
         cp.no_perf = true;
         cp.swa_full = true;  // a sliding-window model can then keep a prefix across prompts
+        cp.type_k = cp.type_v = kv_cache_type(n_ctx);
+        E.kv_type = cp.type_k;
         E.ctx = llama_init_from_model(E.model, cp);
         if (!E.ctx) {
             free_all();
@@ -452,6 +479,7 @@ EMSCRIPTEN_KEEPALIVE int al_model_info() {
         info["n_ctx"] = llama_n_ctx(E.ctx);
         info["n_vocab"] = llama_vocab_n_tokens(E.vocab);
         info["n_threads"] = E.n_threads;
+        info["kv_type"] = ggml_type_name(E.kv_type);
         E.result = dump(info);
         return 0;
     });

@@ -89,6 +89,7 @@ must(al.info(), "al_model_info");
 const info = JSON.parse(result());
 console.log("model info:", JSON.stringify({ ...info, chat_template: info.chat_template && `${info.chat_template.slice(0, 40)}...` }));
 check(info.n_ctx === N_CTX && info.n_vocab > 0 && typeof info.architecture === "string", "model info has the context, vocabulary and architecture");
+check(info.kv_type === "f32", "a small model's KV cache is F32 (no half-precision arithmetic in WebAssembly)", info.kv_type);
 
 const question = [
   { role: "system", content: "You are a helpful assistant." },
