@@ -22,11 +22,11 @@ from agent_py.model_client import ReplyBudgets
 from agent_py.parsing import parse_plan, parse_rethink
 from agent_py.plan import PlanSchema, PlanShape, StepSchema, TaskSchema, plan_json_schema
 from agent_py.planner import PlanAndRethink
+from agent_py.tool_call import ToolCall
 from agent_py.tools import (
     JavascriptExecutor,
     LLMGenerator,
     ToolBase,
-    ToolCall,
     ToolContext,
     ToolError,
     ToolRegistry,

@@ -21,8 +21,8 @@ from agent_py.history import EventRecorder
 from agent_py.llm import CallPurpose, ModelRole
 from agent_py.model_client import ModelClient
 from agent_py.plan import StepSchema, TaskSchema, step_references
+from agent_py.tool_call import StepBrief, ToolCall, failed_dependency
 from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
-from agent_py.tools.call import StepBrief, ToolCall, failed_dependency
 from agent_py.tools.registry import ToolRegistry
 
 EVENT_CONTENT_CHARS = 8_000  # observations in events and history are cut to this

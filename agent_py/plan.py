@@ -7,11 +7,12 @@ belongs in a later task and refers to it as ``${step_id}``.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agent_py import references
 
 # Bounds handed to constrained decoding: without them a small model keeps adding steps or
 # text until it runs out of tokens.
@@ -140,9 +141,6 @@ def plan_json_schema(tool_names: Sequence[str], shape: PlanShape | None = None) 
     }
 
 
-_REFERENCE = re.compile(r"\$\{([A-Za-z0-9_.-]+)\}")
-
-
 def merge_duplicate_steps(plan: PlanSchema) -> tuple[PlanSchema, dict[str, str]]:
     """Drop steps that repeat an earlier step of the plan (same tool, same input or
     arguments, or the same goal when neither is given); references to a dropped step point
@@ -197,20 +195,7 @@ def rename_reused_ids(plan: PlanSchema, taken: set[str]) -> tuple[PlanSchema, di
 
 def step_references(step: StepSchema) -> list[str]:
     """The ``${step_id}`` references in a step's planned arguments and input, in order."""
-    found: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            found.extend(m.group(1) for m in _REFERENCE.finditer(value))
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-
-    walk([step.arguments, step.input])
-    return list(dict.fromkeys(found))
+    return references.find([step.arguments, step.input])
 
 
 def _step_signature(step: StepSchema) -> str:
@@ -227,16 +212,9 @@ def _step_signature(step: StepSchema) -> str:
 def _renamed_references(step: StepSchema, renamed: dict[str, str]) -> StepSchema:
     if not renamed:
         return step
-
-    def rename(value: Any) -> Any:
-        if isinstance(value, str):
-            return _REFERENCE.sub(lambda m: "${" + renamed.get(m.group(1), m.group(1)) + "}", value)
-        if isinstance(value, list):
-            return [rename(item) for item in value]
-        if isinstance(value, dict):
-            return {key: rename(item) for key, item in value.items()}
-        return value
-
     return step.model_copy(
-        update={"arguments": rename(step.arguments), "input": rename(step.input)}
+        update={
+            "arguments": references.rename(step.arguments, renamed),
+            "input": references.rename(step.input, renamed),
+        }
     )

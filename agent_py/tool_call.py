@@ -8,7 +8,6 @@ shows the model the validator's message.
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import json
 import re
@@ -16,6 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent_py import references
 from agent_py.concurrency import run_abandonable
 from agent_py.errors import InvalidArgumentsError, ReplyParseError
 from agent_py.llm import CallPurpose, Message
@@ -28,8 +28,8 @@ from agent_py.tools.base import (
     ToolResult,
     main_input_property,
 )
+from agent_py.tools.schema import validate_arguments
 
-_REFERENCE = re.compile(r"\$\{([A-Za-z0-9_.-]+)\}")
 _FENCED = re.compile(r"```[\w+-]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
 
 
@@ -38,37 +38,6 @@ def fenced_block(reply: str) -> str:
     whole reply when it has none."""
     match = _FENCED.search(reply)
     return (match.group(1) if match else reply).strip()
-
-
-def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> str | None:
-    """None when ``arguments`` meet ``schema``, else the validator's message in one line."""
-    if not isinstance(arguments, dict):
-        return f"the arguments must be a JSON object, not {type(arguments).__name__}"
-    # Imported at the first check, not at start: jsonschema (and referencing, attrs,
-    # pyrsistent under it) is a third of the page's import time.
-    from jsonschema import exceptions as schema_exceptions
-
-    try:
-        validator = _validator(json.dumps(schema, sort_keys=True))
-    except schema_exceptions.SchemaError as exc:
-        return f"the tool's own input schema is invalid: {exc.message}"
-    error = schema_exceptions.best_match(validator.iter_errors(arguments))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path)
-    return f"{where or 'arguments'}: {error.message}"
-
-
-@functools.lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Any:
-    """A checked validator per schema: checking a schema costs more than using it, and the
-    same tool schemas come back at every step."""
-    from jsonschema import validators
-
-    schema = json.loads(schema_json)
-    validator_class = validators.validator_for(schema)
-    validator_class.check_schema(schema)
-    return validator_class(schema)
 
 
 def resolve_references(
@@ -81,24 +50,17 @@ def resolve_references(
     string that is exactly one reference becomes the step's structured data when it has
     any, so a list stays a list; elsewhere the result's text is spliced in.
     """
-    known = set(step_ids) | set(results)
 
-    def splice(match: re.Match[str]) -> str:
-        if match.group(1) not in known:
-            return match.group(0)
-        return _lookup(match.group(1), results).reference_text()
+    def whole(step_id: str) -> Any:
+        result = _lookup(step_id, results)
+        return result.data if result.data is not None else result.content
 
-    if isinstance(value, str):
-        whole = _REFERENCE.fullmatch(value)
-        if whole and whole.group(1) in known:
-            result = _lookup(whole.group(1), results)
-            return result.data if result.data is not None else result.content
-        return _REFERENCE.sub(splice, value)
-    if isinstance(value, list):
-        return [resolve_references(item, results, known) for item in value]
-    if isinstance(value, dict):
-        return {key: resolve_references(item, results, known) for key, item in value.items()}
-    return value
+    return references.resolve(
+        value,
+        set(step_ids) | set(results),
+        whole=whole,
+        spliced=lambda step_id: _lookup(step_id, results).reference_text(),
+    )
 
 
 def _lookup(step_id: str, results: Mapping[str, ToolResult]) -> ToolResult:

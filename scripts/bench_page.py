@@ -146,7 +146,7 @@ def run_once(page: Any) -> dict[str, Any]:
 def in_page_overhead(page: Any) -> tuple[list[float], list[float], list[int]]:
     """Per-step orchestration overhead samples (ms) of RUNS runs of STEPS steps, each run's
     average per step as Python measures it (the engine bridge counts as model time), and the
-    drains of each run's event loop (agent_py/pyodide_loop.py)."""
+    drains of each run's event loop (agent_py/page/loop.py)."""
     samples: list[float] = []
     averages: list[float] = []  # per run, as Python sees it (wall less model time, per step)
     drains: list[int] = []
@@ -433,7 +433,7 @@ def main() -> None:
         f"\n  Pyodide (page)  {statistics.median(rounds[-1]['run_averages']):6.2f} ms/step "
         "(median run average, as Python sees it: model time and bridge excluded)"
         f"\n  event loop      {statistics.median(rounds[-1]['drains']):6.0f} drains"
-        " a run (agent_py/pyodide_loop.py)"
+        " a run (agent_py/page/loop.py)"
         f"\n  CPython         {cpython_overhead():6.2f} ms/step (the same)"
     )
     if traced:

@@ -1,8 +1,8 @@
-// HTTP for the MCP client (agent_py.mcp.browser_transport), in the agent worker.
+// HTTP for the MCP client (agent_py.page.http), in the agent worker.
 //
 // The worker registers `api` as the Pyodide module "agent_http": start(requestJson),
 // read(id) and abort(id) take and return JSON strings and never reject. The JSON is typed on
-// the Python side (BridgeRequest, StartReply, ReadReply in agent_py/mcp/browser_transport.py,
+// the Python side (BridgeRequest, StartReply, ReadReply in agent_py/page/http.py,
 // with the error kinds); this file reads and writes the same names.
 //
 // mode "fetch": this worker's own fetch (AbortController, streamed reader). It works only

@@ -1,7 +1,7 @@
 // The MCP servers panel: the list of servers the user added (saved in this browser, tokens
 // included), each with its state as the agent worker reports it, and a form to add or edit
 // one. It only edits the list and draws states; connecting is the worker's job
-// (agent_py.browser.PageSession.configure_servers). No server is built in. A server that
+// (agent_py.page.session.PageSession.configure_servers). No server is built in. A server that
 // wants an OAuth sign-in gets a "Sign in" button (user-prompts.js opens the popup); one
 // signed in can forget its tokens. Tools the agent cannot use are named with the reason.
 

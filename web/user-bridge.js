@@ -1,11 +1,11 @@
-// What the MCP client needs from the user (agent_py.mcp.browser_user), in the agent worker:
+// What the MCP client needs from the user (agent_py.page.user), in the agent worker:
 // OAuth sign-in through a popup, kept tokens, and elicitation forms. The UI thread does the
 // showing (user-prompts.js); this side only passes messages (mcp-authorize, mcp-auth-save and
 // mcp-elicit out; mcp-authorized and mcp-elicited back: protocol.js).
 //
 // The worker registers `api` as the Pyodide module "agent_user": callbackUrl, authorize,
 // saveAuth and elicit take and return JSON strings and never reject, as
-// agent_py/mcp/browser_user.py describes.
+// agent_py/page/user.py describes.
 import { ToWorker, toUI } from "./protocol.js";
 
 export function createUserBridge(post) {

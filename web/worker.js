@@ -1,6 +1,6 @@
 // The agent worker: Pyodide, agent_py and the model engine live here, off the UI thread.
 // The messages it takes and sends are in protocol.js (ToWorker, ToUI); Python's side of the
-// bridge below is typed in agent_py/browser.py.
+// bridge below is typed in agent_py/page/ports.py.
 import { startPython } from "./python-boot.js";
 import { describeEngineError } from "./engines/errors.js";
 import { chooseEngine, detectWebGPU, f32Variant, needsShaderF16 } from "./engines/gpu.js";
@@ -11,8 +11,8 @@ import { createUserBridge } from "./user-bridge.js";
 const PYODIDE_URL = new URL("./vendor/pyodide/", import.meta.url).href;
 
 let pyodide = null;
-let page = null; // agent_py.browser.PageSession (a PyProxy, kept for the worker's lifetime)
-let loopDrains = null; // agent_py.pyodide_loop.drains: runs of the event loop's ready queue
+let page = null; // agent_py.page.session.PageSession (a PyProxy, kept for the worker's lifetime)
+let loopDrains = null; // agent_py.page.loop.drains: runs of the event loop's ready queue
 let engine = null;
 let engineInfo = null;
 let userSettings = {}; // what the user changed, as the UI last sent it (boot or configure)
@@ -226,10 +226,8 @@ async function createCpuEngine(gpu, settings, chosenForLackOfGpu) {
   const cpu = new CpuEngine({
     contextWindow: settings.context_window,
     threads: settings.cpu_threads || undefined, // 0: the engine's choice
-    // A fixed seed and a low temperature: a small model wanders at the default temperature,
-    // and the same task then gives the same run, which makes problems reproducible.
-    seed: 42,
-    temperature: 0.2,
+    seed: settings.cpu_seed, // Python's defaults (agent_py/page/settings.py)
+    temperature: settings.cpu_temperature,
     onProgress: ({ progress, text }) => post(toUI.progress("model", progress, text)),
   });
   const why = chosenForLackOfGpu ? `${gpu.reason} Using the CPU engine instead (a small model; slower).` : "The CPU engine was chosen in Settings.";
@@ -273,7 +271,7 @@ async function createWebLLMEngine(gpu, settings) {
 }
 
 // Python's part of the boot, each import timed: the last expression is the phases as JSON.
-// agent_py.browser imports the MCP package only once a server is configured, and jsonschema
+// agent_py.page.session imports the MCP package only once a server is configured, and jsonschema
 // at the first tool call (warmed up after "ready", below).
 const PYTHON_BOOT = `
 import json, time
@@ -289,8 +287,8 @@ import pydantic; _phase("import_pydantic")
 import pyodide_http
 pyodide_http.patch_all()  # urllib-based code can reach the network through fetch
 import agent_bridge, agent_http, agent_user
-import agent_py.browser; _phase("import_agent_py")
-page = agent_py.browser.PageSession(agent_bridge, http=agent_http, user=agent_user)
+import agent_py.page.session; _phase("import_agent_py")
+page = agent_py.page.session.PageSession(agent_bridge, http=agent_http, user=agent_user)
 _phase("page_session")
 json.dumps(_phases)
 `;
@@ -333,8 +331,8 @@ async function boot({ settings, engine: override }) {
   pyodide.registerJsModule("agent_user", userBridge.api);
   Object.assign(phases, JSON.parse(await pyodide.runPythonAsync(PYTHON_BOOT)));
   // Between tasks, so every later one runs on it: ready callbacks run together, not each in
-  // a browser task of its own (agent_py/pyodide_loop.py).
-  loopDrains = pyodide.runPython("import agent_py.pyodide_loop as l; l.install(); l.drains");
+  // a browser task of its own (agent_py/page/loop.py).
+  loopDrains = pyodide.runPython("import agent_py.page.loop as l; l.install(); l.drains");
   last = performance.now();
   page = pyodide.globals.get("page");
   try {

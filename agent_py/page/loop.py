@@ -24,7 +24,7 @@ blocks on a promise).
 
 Only importable inside Pyodide. The worker installs it once, before the agent runs::
 
-    agent_py.pyodide_loop.install()
+    agent_py.page.loop.install()
 """
 
 from __future__ import annotations

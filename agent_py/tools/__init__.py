@@ -1,10 +1,11 @@
-"""Tools: what a tool is, how a step calls one, and the built-ins."""
+"""Tools: what a tool is, how its arguments are checked, and the built-ins. A leaf: how a step
+calls a tool is the executor's (``agent_py.tool_call``)."""
 
 from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
-from agent_py.tools.call import ToolCall, resolve_references, validate_arguments
 from agent_py.tools.javascript import JavascriptExecutor, JSRunner, JSRunResult
 from agent_py.tools.llm_generator import LLMGenerator
 from agent_py.tools.registry import ToolRegistry
+from agent_py.tools.schema import validate_arguments
 
 __all__ = [
     "JSRunResult",
@@ -12,11 +13,9 @@ __all__ = [
     "JavascriptExecutor",
     "LLMGenerator",
     "ToolBase",
-    "ToolCall",
     "ToolContext",
     "ToolError",
     "ToolRegistry",
     "ToolResult",
-    "resolve_references",
     "validate_arguments",
 ]

@@ -1,4 +1,4 @@
-"""agent_py.browser: the Python side of the page's worker bridge, driven by a Python stand-in
+"""agent_py.page: the Python side of the page's worker bridge, driven by a Python stand-in
 for the worker's JavaScript object (the real one is exercised in tests/web/test_page.py)."""
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from pydantic import ValidationError
 
 from agent_py import AgentState, MemoryPressureError
 from agent_py.agent import AgentConfig
-from agent_py.browser import BridgeLLM, PageSession, PageSettings
 from agent_py.errors import SetupError
 from agent_py.llm import CallInfo, CallPurpose, LLMError
+from agent_py.page.engine import BridgeLLM
+from agent_py.page.session import PageSession
+from agent_py.page.settings import PageSettings
 from agent_py.profiles import DEFAULT_CPU_MODEL
 
 
@@ -123,7 +125,7 @@ def test_a_page_without_servers_never_imports_the_mcp_package() -> None:
     # A fresh interpreter: other tests here import the MCP package.
     probe = """
 import asyncio, json, sys
-from agent_py.browser import PageSession
+from agent_py.page.session import PageSession
 
 class Bridge:
     def emit(self, event_json): pass
@@ -147,8 +149,8 @@ def test_warming_up_builds_what_the_first_task_needs_before_it_runs() -> None:
 import json, sys
 from pathlib import Path
 from agent_py import prompts
-from agent_py.browser import PageSession
-from agent_py.tools import call
+from agent_py.page.session import PageSession
+from agent_py.tools import schema
 
 class Bridge:
     def emit(self, event_json): pass
@@ -156,7 +158,7 @@ class Bridge:
 before = "jsonschema" in sys.modules
 PageSession(Bridge()).warm_up()
 templates = len(list(Path(prompts.__file__).parent.glob("*.md")))
-print(json.dumps([before, "jsonschema" in sys.modules, call._validator.cache_info().currsize,
+print(json.dumps([before, "jsonschema" in sys.modules, schema._validator.cache_info().currsize,
                   prompts._template.cache_info().currsize, templates]))
 """
     out = subprocess.run(
@@ -180,6 +182,9 @@ def test_page_settings_take_their_defaults_from_the_agent_config() -> None:
     assert (page.max_steps, page.tool_timeout_s) == (agent.max_steps, agent.tool_timeout_s)
     with pytest.raises(ValidationError):
         PageSettings(context_window=10)  # the limits come along
+    # The CPU engine's sampling defaults are settings too, read when the worker starts.
+    assert {"cpu_seed", "cpu_temperature", "context_window"} <= set(PageSettings.ENGINE_FIELDS)
+    assert (page.cpu_seed, page.cpu_temperature) == (42, 0.2)
 
 
 def test_the_cpu_engine_plans_with_its_own_model_under_its_profile() -> None:

@@ -1,4 +1,4 @@
-"""agent_py.mcp.browser_transport and the MCP half of agent_py.browser.PageSession, driven by
+"""agent_py.page.http and the MCP half of agent_py.page.session.PageSession, driven by
 a Python stand-in for the worker's JavaScript HTTP object (web/http-bridge.js). The stand-in
 answers like a small MCP server, so the whole client runs over it; the real object is
 exercised in tests/web/test_page_mcp.py."""
@@ -14,14 +14,15 @@ from typing import Any
 
 import pytest
 
-from agent_py.browser import PageSession, PageSettings
 from agent_py.mcp import (
     MCPConfigError,
     MCPConnectionError,
     MCPServerConfig,
     MCPTimeoutError,
 )
-from agent_py.mcp.browser_transport import BrowserTransport, browser_transport_factory
+from agent_py.page.http import BrowserTransport, browser_transport_factory
+from agent_py.page.session import PageSession
+from agent_py.page.settings import PageSettings
 
 URL = "http://127.0.0.1:8931/mcp"
 ADD_TOOL = {

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_py.tools import ToolError, ToolResult, resolve_references
+from agent_py.tool_call import resolve_references
+from agent_py.tools import ToolError, ToolResult
 
 RESULTS = {
     "s1": ToolResult("result: [1, 2]", data=[1, 2]),

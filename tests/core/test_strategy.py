@@ -11,8 +11,8 @@ import pytest
 from support import EchoTool, calls_for, default_tools, make_agent, of_type, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, EventType, PlanShape, ScriptedLLM
-from agent_py.browser import PageSettings
 from agent_py.llm import CallInfo, Message, Sampling
+from agent_py.page.settings import PageSettings
 from agent_py.plan import PlanSchema, merge_duplicate_steps, plan_json_schema
 from agent_py.plan_prompts import plan_example_turns, plan_system_prompt
 from agent_py.profiles import FULL, SMALL, Strategy, profile_for
@@ -380,7 +380,7 @@ async def test_fenced_code_comes_from_a_plain_text_call_and_runs() -> None:
 
 
 def test_a_reply_without_a_fence_is_taken_whole() -> None:
-    from agent_py.tools.call import fenced_block
+    from agent_py.tool_call import fenced_block
 
     assert fenced_block("return 6 * 7;") == "return 6 * 7;"
     assert fenced_block("```js\nreturn 1;") == "return 1;"  # cut before the closing fence

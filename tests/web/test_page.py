@@ -126,7 +126,7 @@ def test_scripted_run_renders_plan_statuses_thinking_and_a_safe_markdown_answer(
     assert answer.locator("img[onerror]").count() == 0
     assert page.evaluate("window.__pwned") is None
     assert request_log.foreign() == []
-    # The run's tasks ran on agent_py's event loop (agent_py/pyodide_loop.py), which counts
+    # The run's tasks ran on agent_py's event loop (agent_py/page/loop.py), which counts
     # its drains; on Pyodide's own loop the worker has no count to report.
     page.wait_for_function("window.agentApp.lastOverhead !== undefined", timeout=60_000)
     overhead = page.evaluate("window.agentApp.lastOverhead")
@@ -357,7 +357,7 @@ def test_after_one_visit_the_page_boots_and_runs_with_the_server_stopped(browser
 
 
 def test_the_settings_and_their_defaults_come_from_python(page: Any, scripted: str) -> None:
-    from agent_py.browser import PageSettings
+    from agent_py.page.settings import PageSettings
     from agent_py.profiles import profile_for
 
     open_app(page, scripted, settings={"context_window": 8192, "cpu_model_url": ""})
@@ -394,7 +394,7 @@ def test_a_new_context_window_restarts_the_worker_and_reaches_the_engine(
 ) -> None:
     # The engines size their KV cache by the window when the worker starts: Python fitting
     # prompts to a new window while the engine kept the old one would overflow it.
-    from agent_py.browser import PageSettings
+    from agent_py.page.settings import PageSettings
 
     open_app(page, scripted)
     default = PageSettings().context_window
@@ -412,7 +412,7 @@ def test_a_new_context_window_restarts_the_worker_and_reaches_the_engine(
 
 
 def test_saved_settings_python_refuses_give_way_to_the_defaults(page: Any, scripted: str) -> None:
-    from agent_py.browser import PageSettings
+    from agent_py.page.settings import PageSettings
 
     open_app(page, scripted, settings={"context_window": 10})
 

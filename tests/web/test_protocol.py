@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from agent_py.browser import EngineCall
-from agent_py.mcp.browser_transport import BridgeRequest
+from agent_py.page.http import BridgeRequest
+from agent_py.page.ports import EngineCall
 from agent_py.tools.javascript import JSRunResult
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-# Run by pyodide_boot_worker.js once agent_py.pyodide_loop.install() made the batched loop the
+# Run by pyodide_boot_worker.js once agent_py.page.loop.install() made the batched loop the
 # running one, as the page's worker does. The last expression is the JSON report:
 # {name: {ok, detail, ms}}. Each check is a coroutine run on that loop.
 import asyncio

@@ -19,7 +19,7 @@ async function boot() {
   const result = JSON.parse(await pyodide.runPythonAsync(await checksSource));
   timings.imports_done_ms = since(t0);
   // The page's event loop, installed as worker.js does, between tasks; its checks run on it.
-  pyodide.runPython("import agent_py.pyodide_loop; agent_py.pyodide_loop.install()");
+  pyodide.runPython("import agent_py.page.loop; agent_py.page.loop.install()");
   Object.assign(result.checks, JSON.parse(await pyodide.runPythonAsync(await loopChecksSource)));
   return { timings, packages, ...result };
 }

@@ -22,7 +22,7 @@
 // KV state of a prefilled prompt is kept there too, so the next visit starts warm.
 import { EngineError } from "./errors.js";
 
-// Which one runs is a setting (agent_py/browser.py, PageSettings.cpu_model, with its default).
+// Which one runs is a setting (agent_py/page/settings.py, PageSettings.cpu_model, with its default).
 export const BUNDLED_CPU_MODELS = ["gemma3-270m-q4_k_m", "smollm2-135m-instruct-q4_1"];
 // llama.cpp's batch: a long prompt reports progress every 256 tokens, and 256 prefilled the
 // planner's prompt faster than larger batches (README, "CPU engine speed").

@@ -1,0 +1,85 @@
+"""The page's engine and sandbox, reached through the worker bridge (``agent_py.page.ports``)."""
+
+from __future__ import annotations
+
+import json
+
+from agent_py.llm import (
+    LLM,
+    CallInfo,
+    ChatReply,
+    LLMError,
+    MemoryPressureError,
+    Message,
+    TokenCallback,
+    Usage,
+)
+from agent_py.page.ports import SANDBOX_RESULT, Bridge, EngineCall, EngineReply
+from agent_py.tools.javascript import JSRunResult
+
+
+def _checked(reply_json: str) -> EngineReply:
+    """Parse an engine bridge reply and turn ``ok: false`` into the matching exception."""
+    try:
+        reply = EngineReply.model_validate_json(reply_json)
+    except (TypeError, ValueError):
+        raise LLMError(f"the engine bridge sent an unreadable reply: {reply_json!r:.200}") from None
+    if not reply.ok:
+        if reply.error.kind == "memory":
+            raise MemoryPressureError(reply.error.message)
+        raise LLMError(reply.error.message)
+    return reply
+
+
+class BridgeLLM(LLM):
+    """An engine in JavaScript (WebLLM, the CPU engine, the scripted test engine).
+
+    Tokens stream from the engine to the UI on the JavaScript side, so ``on_token`` is not
+    used here: no per-token crossing into Python.
+    """
+
+    def __init__(self, bridge: Bridge) -> None:
+        self._bridge = bridge
+        self._loaded: str | None = None
+
+    @property
+    def loaded_model(self) -> str | None:
+        return self._loaded
+
+    async def reload(self, model: str) -> None:
+        self._loaded = None
+        _checked(await self._bridge.engineReload(model))
+        self._loaded = model
+
+    async def unload(self) -> None:
+        self._loaded = None
+        _checked(await self._bridge.engineUnload())
+
+    async def interrupt(self) -> None:
+        _checked(await self._bridge.engineInterrupt())
+
+    async def chat(
+        self, messages: list[Message], call: CallInfo, on_token: TokenCallback | None = None
+    ) -> ChatReply:
+        call_json = EngineCall.of(call).model_dump_json(by_alias=True)
+        reply = _checked(await self._bridge.engineChat(json.dumps(messages), call_json))
+        return ChatReply(text=reply.text, usage=reply.usage, finish_reason=reply.finish_reason)
+
+    async def prefill(self, messages: list[Message], call: CallInfo) -> Usage | None:
+        call_json = EngineCall.of(call).model_dump_json(by_alias=True)
+        reply = _checked(await self._bridge.enginePrefill(json.dumps(messages), call_json))
+        return reply.usage if reply.prefilled else None
+
+
+class BridgeJSRunner:
+    """Runs ``javascript_execute`` code in the page's sandbox (a fresh Worker per call)."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self._bridge = bridge
+
+    async def run(self, code: str, *, timeout_s: float, output_limit: int) -> JSRunResult:
+        raw = await self._bridge.runJavaScript(code, int(timeout_s * 1000), output_limit)
+        try:
+            return SANDBOX_RESULT.validate_json(raw)
+        except (TypeError, ValueError):
+            return JSRunResult(error="the sandbox sent an unreadable reply")

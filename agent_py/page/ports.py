@@ -1,0 +1,109 @@
+"""The contracts of the JavaScript objects Python calls in the page's worker.
+
+The worker (``web/worker.js``) hands :class:`~agent_py.page.session.PageSession` a bridge
+object whose methods are JavaScript functions. Only JSON strings cross the boundary, in both
+directions, so no proxy outlives a call. Bridge methods never reject: failures come back as
+``{"ok": false, "error": {"kind": ..., "message": ...}}``.
+
+Bridge methods (all but ``emit`` and ``mcpStatus`` return a promise of a JSON string; the
+JSON is typed here):
+
+- ``engineReload(model)``, ``engineUnload()``, ``engineInterrupt()`` → :class:`EngineReply`
+- ``engineChat(messages_json, call_json)``: ``call_json`` is an :class:`EngineCall` →
+  :class:`EngineReply` with the text, the usage and the finish reason
+- ``enginePrefill(messages_json, call_json)``: the engine computes and keeps the prompt's KV
+  cache (no reply) → :class:`EngineReply` with the usage; ``prefilled`` is false where the
+  engine keeps no cache to fill
+- ``runJavaScript(code, timeout_ms, output_limit)`` → the tool's own
+  :class:`~agent_py.tools.javascript.JSRunResult`
+- ``emit(event_json)``: an agent event for the UI (and the session store).
+- ``mcpStatus(status_json)``: an MCP server's state for the servers panel (not an agent
+  event: it is not stored in the session history). Called only once servers are configured.
+
+Names: a JavaScript method's parameters are positional, so Python's ``timeout_ms`` is the
+worker's ``timeoutMs`` (JavaScript's spelling from there to the sandbox); JSON that Python
+writes (an :class:`EngineCall`, an HTTP request) keeps Python's names on the JavaScript side.
+
+The MCP client's HTTP (``agent_py.page.http``) and the user's answers (``agent_py.page.user``)
+cross through two more objects, typed in those modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from agent_py.llm import CallInfo, Usage
+from agent_py.tools.javascript import JSRunResult
+
+
+class Bridge(Protocol):
+    """The worker's JavaScript object; method names are JavaScript's."""
+
+    def engineReload(self, model: str) -> Awaitable[str]: ...
+    def engineUnload(self) -> Awaitable[str]: ...
+    def engineInterrupt(self) -> Awaitable[str]: ...
+    def engineChat(self, messages_json: str, call_json: str) -> Awaitable[str]: ...
+    def enginePrefill(self, messages_json: str, call_json: str) -> Awaitable[str]: ...
+    def runJavaScript(self, code: str, timeout_ms: int, output_limit: int) -> Awaitable[str]: ...
+    def emit(self, event_json: str) -> None: ...
+    def mcpStatus(self, status_json: str) -> None: ...
+
+
+class EngineCall(BaseModel):
+    """What ``engineChat`` is given besides the messages (the engines in ``web/engines/``
+    read these names)."""
+
+    purpose: str
+    model: str
+    max_tokens: int
+    json_schema: dict[str, Any] | None = Field(None, serialization_alias="schema")
+    """The reply's JSON schema, sent as ``schema``."""
+    thinking: bool = False
+    tool: str | None = None
+    step: str | None = None
+    sampling: dict[str, Any] | None = None
+    grammar: str | None = None
+
+    @classmethod
+    def of(cls, call: CallInfo) -> EngineCall:
+        return cls(
+            purpose=call.purpose.value,
+            model=call.model,
+            max_tokens=call.max_tokens,
+            json_schema=call.schema,
+            thinking=call.thinking,
+            tool=call.tool,
+            step=call.step,
+            sampling=call.sampling.model_dump(exclude_none=True) if call.sampling else None,
+            grammar=call.grammar,
+        )
+
+
+class EngineFailure(BaseModel):
+    kind: str = "engine"
+    """``memory`` (the GPU or the tab ran out), ``config``, ``engine``, ``aborted`` ...
+    (``web/engines/errors.js``)."""
+    message: str = "the engine failed"
+
+
+class EngineReply(BaseModel):
+    """What every engine bridge method resolves to: ``ok`` with the chat's reply, or the
+    failure."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    ok: bool
+    text: str = ""
+    usage: Usage = Usage()
+    finish_reason: str = "stop"
+    prefilled: bool = False
+    """``enginePrefill`` only: the engine kept the prompt's cache."""
+    error: EngineFailure = EngineFailure()
+
+
+# What ``runJavaScript`` resolves to (the UI's sandbox, ``web/sandbox-host.js``): the tool's
+# own result, read straight from the JSON.
+SANDBOX_RESULT: TypeAdapter[JSRunResult] = TypeAdapter(JSRunResult)
