@@ -1,6 +1,6 @@
 // Every message between the page's parts, in one place: type names, and one constructor per
 // message, so a field is named once. Field names are Python's (snake_case) wherever Python
-// reads or writes the same data (agent_py/browser.py, agent_py/mcp/browser_transport.py).
+// reads or writes the same data (agent_py/page/ports.py, agent_py/page/http.py).
 //
 //   UI thread (app.js, tool-host.js)  <->  agent worker (worker.js, http-bridge.js,
 //                                          user-bridge.js): ToWorker / ToUI below
@@ -77,10 +77,10 @@ export const ToUI = Object.freeze({
   TOKEN: "token", // {purpose, step, text}: streamed model output
   ENGINE_NOTE: "engine-note", // {purpose, step, text}: the engine's remark on a call
   RUN_FINISHED: "run-finished", // {result, counts, overhead}
-  SANDBOX_RUN: "sandbox-run", // {id, code, timeout_ms, output_limit}: answer with SANDBOX_RESULT
+  SANDBOX_RUN: "sandbox-run", // {id, code, timeoutMs, outputLimit}: answer with SANDBOX_RESULT
   ENGINE_COUNTS: "engine-counts", // {counts}
   MODELS: "models", // {prebuilt, cached}
-  MCP_STATUS: "mcp-status", // {status}: one MCP server's state (agent_py/browser.py)
+  MCP_STATUS: "mcp-status", // {status}: one MCP server's state (agent_py/page/session.py)
   MCP_AUTHORIZE: "mcp-authorize", // {id, server, url}: sign in (answer with MCP_AUTHORIZED)
   MCP_AUTH_SAVE: "mcp-auth-save", // {url, record | null}: keep or drop a server's tokens
   MCP_ELICIT: "mcp-elicit", // {id, form}: ask the user (answer with MCP_ELICITED)
@@ -110,8 +110,8 @@ export const toUI = Object.freeze({
     type: ToUI.SANDBOX_RUN,
     id,
     code,
-    timeout_ms: timeoutMs,
-    output_limit: outputLimit,
+    timeoutMs,
+    outputLimit,
   }),
   engineCounts: (counts) => ({ type: ToUI.ENGINE_COUNTS, counts }),
   models: (prebuilt, cached) => ({ type: ToUI.MODELS, prebuilt, cached }),
@@ -119,7 +119,7 @@ export const toUI = Object.freeze({
   mcpAuthorize: (id, server, url) => ({ type: ToUI.MCP_AUTHORIZE, id, server, url }),
   mcpAuthSave: (url, record) => ({ type: ToUI.MCP_AUTH_SAVE, url, record }),
   mcpElicit: (id, form) => ({ type: ToUI.MCP_ELICIT, id, form }),
-  /** `request` is Python's BridgeRequest less `id` and `mode` (browser_transport.py). */
+  /** `request` is Python's BridgeRequest less `id` and `mode` (agent_py/page/http.py). */
   bridgeRequest: (id, { method, url, headers, body, timeout_ms }) => ({
     type: ToUI.BRIDGE_REQUEST,
     id,

@@ -42,7 +42,7 @@ export class ToolHost {
     this.relay.abortAll();
   }
 
-  async #runJavaScript({ id, code, timeout_ms: timeoutMs, output_limit: outputLimit }, send) {
+  async #runJavaScript({ id, code, timeoutMs, outputLimit }, send) {
     this.startSandbox();
     let result;
     try {
