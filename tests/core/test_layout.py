@@ -1,0 +1,172 @@
+"""The house rules of the layout, as imports (every import counts, lazy ones and those only
+for type checking included):
+
+- the core (``agent_py``'s top-level modules and ``prompts``) never imports the page's side
+  (``agent_py.page``) or MCP (``agent_py.mcp``);
+- ``agent_py.tools`` never imports MCP, the page, or the executor that calls tools;
+- ``agent_py.mcp`` never imports the page;
+- in ``web/``, a file of the UI thread never imports a file of the agent's worker.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import agent_py
+
+PACKAGE = Path(agent_py.__file__).parent
+WEB = PACKAGE.parent / "web"
+
+# Entry points and CPython-only drivers: they may use any part.
+ENTRY_POINTS = {"__main__", "terminal", "web_server", "demo"}
+EXECUTOR = {"agent_py.agent", "agent_py.planner", "agent_py.execution", "agent_py.tool_call"}
+
+# web/: what runs on the UI thread, and what runs in the agent's worker (protocol.js, the
+# message names, is shared). Files of neither list (the sandbox, the service worker, the
+# harness pages) are checked by the last test: every web file is in one of the lists or
+# named as apart.
+UI_FILES = {
+    "app.js",
+    "render.js",
+    "sessions.js",
+    "servers.js",
+    "user-prompts.js",
+    "tool-host.js",
+    "sandbox-host.js",
+    "extension-relay.js",
+    "sw-register.js",
+}
+WORKER_FILES = {
+    "worker.js",
+    "python-boot.js",
+    "http-bridge.js",
+    "user-bridge.js",
+    "engines/cpu.js",
+    "engines/cpu-api.js",
+    "engines/cpu-worker.js",
+    "engines/errors.js",
+    "engines/gpu.js",
+    "engines/scripted.js",
+    "engines/webllm.js",
+}
+APART = {"protocol.js", "sw.js", "oauth-callback.js"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any depth of its code, relative imports resolved."""
+    names: set[str] = set()
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package[: len(package) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def room_of(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in {"page", "mcp", "tools", "evals"}:
+        return parts[1]
+    if len(parts) > 1 and parts[1] in ENTRY_POINTS:
+        return "entry"
+    return "core"
+
+
+def within(name: str, prefixes: set[str]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def broken_rules(modules: dict[str, set[str]]) -> list[str]:
+    """``module imports name: rule`` for every import that breaks a rule."""
+    forbidden = {
+        "core": ({"agent_py.page", "agent_py.mcp"}, "the core never imports the page or MCP"),
+        "tools": (
+            {"agent_py.page", "agent_py.mcp", *EXECUTOR},
+            "tools never import MCP, the page or the executor",
+        ),
+        "mcp": ({"agent_py.page"}, "MCP never imports the page"),
+    }
+    broken = []
+    for module, names in sorted(modules.items()):
+        rule = forbidden.get(room_of(module))
+        if rule is None:
+            continue
+        prefixes, why = rule
+        broken += [
+            f"{module} imports {name}: {why}" for name in sorted(names) if within(name, prefixes)
+        ]
+    return broken
+
+
+def python_modules() -> dict[str, set[str]]:
+    return {module_name(path): imports_of(path) for path in PACKAGE.rglob("*.py")}
+
+
+_JS_IMPORT = re.compile(
+    r"""(?:^|\s)(?:import|export)\s[^'"]*?['"](\.{1,2}/[^'"]+)['"]"""
+    r"""|import\(\s*['"](\.{1,2}/[^'"]+)['"]""",
+    re.M,
+)
+
+
+def web_imports(name: str) -> set[str]:
+    """The web/ files ``name`` imports (static and dynamic imports of relative paths)."""
+    path = WEB / name
+    found = set()
+    for match in _JS_IMPORT.finditer(path.read_text(encoding="utf-8")):
+        target = (path.parent / (match.group(1) or match.group(2))).resolve()
+        if target.is_relative_to(WEB):
+            found.add(str(target.relative_to(WEB)))
+    return found
+
+
+def test_the_python_rooms_keep_their_rules() -> None:
+    assert broken_rules(python_modules()) == []
+
+
+def test_a_broken_rule_is_found() -> None:
+    """The check itself: imports that break each rule are reported, and allowed ones are not."""
+    modules = {
+        "agent_py.planner": {"agent_py.mcp.host", "agent_py.plan"},
+        "agent_py.tools.base": {"agent_py.tool_call", "agent_py.llm"},
+        "agent_py.mcp.client": {"agent_py.page.http"},
+        "agent_py.page.session": {"agent_py.mcp.host", "agent_py.agent"},
+        "agent_py.terminal": {"agent_py.page.settings"},
+    }
+    assert broken_rules(modules) == [
+        "agent_py.mcp.client imports agent_py.page.http: MCP never imports the page",
+        "agent_py.planner imports agent_py.mcp.host: the core never imports the page or MCP",
+        "agent_py.tools.base imports agent_py.tool_call: "
+        "tools never import MCP, the page or the executor",
+    ]
+
+
+def test_ui_files_import_no_worker_file() -> None:
+    broken = {name: sorted(web_imports(name) & WORKER_FILES) for name in sorted(UI_FILES)}
+    assert {name: found for name, found in broken.items() if found} == {}
+
+
+def test_every_web_script_is_placed() -> None:
+    """A new script must be put on one side (or named apart), so the rule above covers it."""
+    scripts = {
+        str(path.relative_to(WEB))
+        for path in WEB.rglob("*.js")
+        if path.relative_to(WEB).parts[0] not in {"vendor", "dev"}
+    }
+    assert scripts - UI_FILES - WORKER_FILES - APART == set()
+    assert (UI_FILES | WORKER_FILES | APART) - scripts == set()
