@@ -19,7 +19,8 @@ from pathlib import Path
 # that took two thirds of decoding at a 1,000-token context (the README's speed table).
 F32_CACHE_IN_FLASH_ATTENTION = (
     "src/llama-graph.cpp",
-    """        // this can happen when KV cache is not used (e.g. an embedding model with non-causal attn)
+    "        // this can happen when KV cache is not used"
+    """ (e.g. an embedding model with non-causal attn)
         if (k->type == GGML_TYPE_F32) {
             k = ggml_cast(ctx0, k, GGML_TYPE_F16);
         }
@@ -28,8 +29,8 @@ F32_CACHE_IN_FLASH_ATTENTION = (
             v = ggml_cast(ctx0, v, GGML_TYPE_F16);
         }
 """,
-    """        // agent_py (scripts/cpu_engine/patch_llama.py): ggml-cpu's flash attention takes F32 K
-        // and V as they are; no cast to F16.
+    """        // agent_py (scripts/cpu_engine/patch_llama.py): flash attention takes F32 K and V
+        // as they are; no cast to F16.
 """,
 )
 
