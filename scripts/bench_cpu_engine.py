@@ -52,8 +52,8 @@ NATIVE_SCRIPT = ROOT / "scripts" / "bench_native_llama.mjs"
 # Vulkan packages: --omit=optional keeps npm from pulling those in).
 NATIVE_PACKAGES = ["node-llama-cpp@3.22.1", "@node-llama-cpp/linux-x64@3.22.1"]
 
-# The prompt as the engine's chat template renders it for one user message (web/engines/cpu.js,
-# chatTemplateFor), so native llama.cpp prefills the same text.
+# The prompt as the engine's chat template renders it for one user message
+# (web/worker/engines/cpu.js, chatTemplateFor), so native llama.cpp prefills the same text.
 TEMPLATES = {
     "gemma3-270m-q4_k_m": "<bos><start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n",
     "smollm2-135m-instruct-q4_1": "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n",

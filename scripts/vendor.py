@@ -56,7 +56,7 @@ MANIFEST_NAME = "manifest.json"
 CPU_ENGINE_DIR = "llama"
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed timestamp: same sources, same wheel bytes
 BUNDLE_NAME = "agent-py-bundle"
-COMPILED_STDLIB = "python_stdlib_compiled.zip"  # web/python-boot.js loads it
+COMPILED_STDLIB = "python_stdlib_compiled.zip"  # web/worker/python-boot.js loads it
 # Vendored but never loaded by the page: the stock standard library is the source of
 # COMPILED_STDLIB and the baseline of scripts/bench_page.py. The manifest marks it
 # "precache": false, so the service worker leaves it out of every user's offline copy.
@@ -402,8 +402,8 @@ def build_compiled_stdlib(pyodide_integrity: str) -> bytes:
 
 
 def check_no_pydantic_plugin(bundle: bytes) -> None:
-    """web/python-boot.js turns pydantic's plugin search off (it reads every package's metadata
-    at start); that is right only while no package we ship registers a plugin."""
+    """web/worker/python-boot.js turns pydantic's plugin search off (it reads every package's
+    metadata at start); that is right only while no package we ship registers a plugin."""
     with zipfile.ZipFile(io.BytesIO(bundle)) as archive:
         for name in archive.namelist():
             if name.endswith(".dist-info/entry_points.txt"):
@@ -411,7 +411,7 @@ def check_no_pydantic_plugin(bundle: bytes) -> None:
                 if "pydantic" in groups:
                     raise VendorError(
                         f"{name} registers a pydantic plugin, which the page would not load: "
-                        "drop PYDANTIC_DISABLE_PLUGINS in web/python-boot.js"
+                        "drop PYDANTIC_DISABLE_PLUGINS in web/worker/python-boot.js"
                     )
 
 

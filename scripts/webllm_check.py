@@ -147,7 +147,7 @@ def check_residency(args: argparse.Namespace) -> int:
         browser_args=browser_args,
     ) as agent:
         detected = agent.page.evaluate(
-            "import('./engines/gpu.js').then((gpu) => gpu.detectWebGPU())"
+            "import('./worker/engines/gpu.js').then((gpu) => gpu.detectWebGPU())"
         )
         print(f"adapter: {detected.get('adapter') or 'none'}; shader-f16: {detected.get('f16')}")
         print(f"engine: {agent.engine.get('label')}; usable: {agent.usable}")
@@ -160,7 +160,7 @@ def check_residency(args: argparse.Namespace) -> int:
             print(f"WebLLM cannot run here: {agent.why_unusable()}", file=sys.stderr)
             return 1
         vram = agent.page.evaluate(
-            """model => import('./engines/webllm.js').then(
+            """model => import('./worker/engines/webllm.js').then(
                 (m) => m.PREBUILT_MODELS.find((p) => p.id === model)?.vram_mb ?? null)""",
             args.model,
         )

@@ -2,8 +2,8 @@
 // message, so a field is named once. Field names are Python's (snake_case) wherever Python
 // reads or writes the same data (agent_py/page/ports.py, agent_py/page/http.py).
 //
-//   UI thread (app.js, tool-host.js)  <->  agent worker (worker.js, http-bridge.js,
-//                                          user-bridge.js): ToWorker / ToUI below
+//   UI thread (app.js, tool-host.js)  <->  agent worker (worker.js, http-port.js,
+//                                          user-port.js): ToWorker / ToUI below
 //   UI thread (extension-relay.js)    <->  bridge extension's content script: the
 //                                          EXTENSION_* part, mirrored in extension/protocol.js
 //                                          (tests/web/test_protocol.py checks they agree)

@@ -1,6 +1,6 @@
 """HTTP for the MCP client in the page: the worker's own fetch, or the bridge extension.
 
-The agent worker registers a JavaScript object (``web/http-bridge.js``, as the Pyodide
+The agent worker registers a JavaScript object (``web/worker/http-port.js``, as the Pyodide
 module ``agent_http``) whose methods take and return JSON strings, so no JS proxy outlives
 a call. The JSON is typed here (:class:`BridgeRequest`, :class:`StartReply`,
 :class:`ReadReply`):
@@ -48,7 +48,7 @@ _request_ids = itertools.count(1)
 
 
 class HttpBridge(Protocol):
-    """The worker's JavaScript object (``web/http-bridge.js``)."""
+    """The worker's JavaScript object (``web/worker/http-port.js``)."""
 
     def start(self, request_json: str) -> Awaitable[str]: ...
     def read(self, request_id: int) -> Awaitable[str]: ...
@@ -68,7 +68,7 @@ class BridgeFailure(BaseModel):
 
 
 class BridgeRequest(BaseModel):
-    """What ``start`` is given (``web/http-bridge.js`` reads the same names)."""
+    """What ``start`` is given (``web/worker/http-port.js`` reads the same names)."""
 
     id: int
     mode: BrowserMode

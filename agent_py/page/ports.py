@@ -1,6 +1,6 @@
 """The contracts of the JavaScript objects Python calls in the page's worker.
 
-The worker (``web/worker.js``) hands :class:`~agent_py.page.session.PageSession` a bridge
+The worker (``web/worker/worker.js``) hands :class:`~agent_py.page.session.PageSession` a bridge
 object whose methods are JavaScript functions. Only JSON strings cross the boundary, in both
 directions, so no proxy outlives a call. Bridge methods never reject: failures come back as
 ``{"ok": false, "error": {"kind": ..., "message": ...}}``.
@@ -53,7 +53,7 @@ class Bridge(Protocol):
 
 
 class EngineCall(BaseModel):
-    """What ``engineChat`` is given besides the messages (the engines in ``web/engines/``
+    """What ``engineChat`` is given besides the messages (the engines in ``web/worker/engines/``
     read these names)."""
 
     purpose: str
@@ -85,7 +85,7 @@ class EngineCall(BaseModel):
 class EngineFailure(BaseModel):
     kind: str = "engine"
     """``memory`` (the GPU or the tab ran out), ``config``, ``engine``, ``aborted`` ...
-    (``web/engines/errors.js``)."""
+    (``web/worker/engines/errors.js``)."""
     message: str = "the engine failed"
 
 
@@ -104,6 +104,6 @@ class EngineReply(BaseModel):
     error: EngineFailure = EngineFailure()
 
 
-# What ``runJavaScript`` resolves to (the UI's sandbox, ``web/sandbox-host.js``): the tool's
+# What ``runJavaScript`` resolves to (the UI's sandbox, ``web/ui/sandbox-host.js``): the tool's
 # own result, read straight from the JSON.
 SANDBOX_RESULT: TypeAdapter[JSRunResult] = TypeAdapter(JSRunResult)

@@ -1,4 +1,4 @@
-"""The agent in the page: one conversation, driven by the worker (``web/worker.js``).
+"""The agent in the page: one conversation, driven by the worker (``web/worker/worker.js``).
 
 :class:`PageSession` gets the worker bridge (``agent_py.page.ports``) and, for MCP servers,
 the ``http`` object (:class:`~agent_py.page.http.HttpBridge`: the worker's fetch, or the

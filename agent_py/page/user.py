@@ -1,6 +1,6 @@
 """What the MCP client needs from the user in the page: OAuth sign-in and elicitation forms.
 
-The worker registers a JavaScript object (``web/user-bridge.js``, as the Pyodide module
+The worker registers a JavaScript object (``web/worker/user-port.js``, as the Pyodide module
 ``agent_user``) whose methods take and return JSON strings and never reject:
 
 ``authorize(request_json)`` -> ``{"ok": true, "url"}`` or ``{"ok": false, "error"}``

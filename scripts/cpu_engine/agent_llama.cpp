@@ -1,4 +1,4 @@
-// The CPU engine's llama.cpp, as a C API for JavaScript (web/engines/cpu-worker.js): one model and
+// The CPU engine's llama.cpp, as a C API for JavaScript (web/worker/engines/cpu-worker.js): one model and
 // one context per module instance, generation driven one step at a time so the caller can yield
 // between steps, and the KV state of sequence 0 saved and restored with the tokens it holds.
 //

@@ -22,7 +22,7 @@ const require = createRequire(import.meta.url);
 const createAgentLlama = require(`${root}web/vendor/llama/agent-llama.js`);
 const M = await createAgentLlama({ print: () => {}, printErr: (text) => process.stderr.write(`[llama.cpp] ${text}\n`) });
 
-const { bindLlamaApi } = require(`${root}web/engines/cpu-api.js`);
+const { bindLlamaApi } = require(`${root}web/worker/engines/cpu-api.js`);
 const al = bindLlamaApi(M);
 const heap = () => new Uint8Array(M.wasmMemory.buffer);
 const result = () => M.UTF8ToString(al.result());

@@ -1,5 +1,5 @@
 """agent_py.page.http and the MCP half of agent_py.page.session.PageSession, driven by
-a Python stand-in for the worker's JavaScript HTTP object (web/http-bridge.js). The stand-in
+a Python stand-in for the worker's JavaScript HTTP object (web/worker/http-port.js). The stand-in
 answers like a small MCP server, so the whole client runs over it; the real object is
 exercised in tests/web/test_page_mcp.py."""
 

@@ -1,4 +1,4 @@
-"""The CPU engine (web/engines/cpu.js: llama.cpp built for WebAssembly by us) with the real
+"""The CPU engine (web/worker/engines/cpu.js: llama.cpp built for WebAssembly by us) with the real
 bundled models, in headless Chromium.
 
 No GPU here: this is the engine the page falls back to. One harness page
@@ -299,7 +299,7 @@ def test_chat_template_rule_for_a_gguf_without_one(cpu: CPUHarness) -> None:
     # default (ChatML), with a warning.
     choices = cpu.call(
         """async () => {
-            const { chatTemplateFor } = await import("/engines/cpu.js");
+            const { chatTemplateFor } = await import("/worker/engines/cpu.js");
             return [
                 chatTemplateFor({ architecture: "qwen2", chatTemplate: "{{ '<|im_start|>' }}" }),
                 chatTemplateFor({ architecture: "gemma2", chatTemplate: null }),

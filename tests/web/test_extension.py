@@ -1,5 +1,5 @@
 """The bridge extension (extension/) in headless Chromium, driven through the page's relay
-(web/extension-relay.js): what it lets through, what it refuses, what servers see, and the
+(web/ui/extension-relay.js): what it lets through, what it refuses, what servers see, and the
 user's consent, given and taken back in the extension's own pages (consent.html, options.html).
 
 The page is a small probe served from the test server's origin (a Playwright route), so these
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.browser
 
 PROBE = """<!doctype html><meta charset="utf-8"><title>bridge probe</title>
 <script type="module">
-import { ExtensionRelay } from "./extension-relay.js";
+import { ExtensionRelay } from "./ui/extension-relay.js";
 const relay = new ExtensionRelay();
 let next = 1;
 window.bridgeFetch = (request) => new Promise((resolve) => {

@@ -289,7 +289,7 @@ def test_weights_and_cross_origin_requests_pass_by_the_service_worker(
             """async (other) => {
                 await (await fetch("/models/tiny.gguf")).arrayBuffer();
                 await fetch("/models/tiny.gguf", {headers: {Range: "bytes=0-3"}});
-                await fetch(other + "sessions.js", {mode: "cors"}).catch(() => null);
+                await fetch(other + "ui/sessions.js", {mode: "cors"}).catch(() => null);
             }""",
             other.url,
         )
@@ -300,7 +300,7 @@ def test_weights_and_cross_origin_requests_pass_by_the_service_worker(
     assert requested == [
         (site.url + "models/tiny.gguf", False),
         (site.url + "models/tiny.gguf", False),
-        (other.url + "sessions.js", False),
+        (other.url + "ui/sessions.js", False),
     ]
     assert not [r for r in fresh.responses if r.from_service_worker]
     assert not [u for u in cached_urls(page)[expected_cache_name()] if "models/" in u]

@@ -1,4 +1,4 @@
-"""MCP servers in the page (web/servers.js, agent_py.page.session, agent_py.page.http):
+"""MCP servers in the page (web/ui/servers.js, agent_py.page.session, agent_py.page.http):
 servers added in the panel, with and without the bridge extension, and agent runs (scripted
 test engine) that call their tools: through the worker's fetch for a server with CORS headers,
 through the bridge for one without."""

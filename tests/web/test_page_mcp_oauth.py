@@ -1,5 +1,5 @@
-"""A server that needs OAuth, added and used from the servers panel (web/servers.js,
-web/user-prompts.js, web/oauth-callback.html, agent_py.mcp.oauth in the worker), a server
+"""A server that needs OAuth, added and used from the servers panel (web/ui/servers.js,
+web/ui/user-prompts.js, web/oauth-callback.html, agent_py.mcp.oauth in the worker), a server
 that asks the user a question through the page's form, and the panel's note on tools the
 agent is not given.
 

@@ -77,7 +77,7 @@ def test_what_python_reads_has_python_names(protocols: dict[str, Any]) -> None:
     # The engines read the call under the names EngineCall writes.
     call_keys = set(EngineCall(purpose="plan", model="m", max_tokens=1).model_dump(by_alias=True))
     for engine in ("webllm.js", "cpu.js", "scripted.js"):
-        source = (WEB / "engines" / engine).read_text()
+        source = (WEB / "worker" / "engines" / engine).read_text()
         read = set(
             re.findall(r"\bcall\.(\w+)\b(?!\s*=[^=])", source)
         )  # not the running-call records
@@ -123,7 +123,8 @@ def test_no_other_file_spells_a_message_type_out() -> None:
         rf'BroadcastChannel\()"({quoted})"'
     )
     exempt = {WEB / "protocol.js", EXTENSION / "protocol.js", WEB / "sw.js"}
-    files = [*WEB.glob("*.js"), *WEB.glob("engines/*.js"), *EXTENSION.glob("*.js")]
+    files = [*WEB.glob("*.js"), *WEB.glob("ui/*.js"), *WEB.glob("worker/**/*.js")]
+    files += EXTENSION.glob("*.js")
     found = [
         f"{path.relative_to(ROOT)}: {match.group(0)}"
         for path in files

@@ -1,4 +1,4 @@
-"""The JavaScript sandbox (web/sandbox.html + web/sandbox-host.js) behind `javascript_execute`.
+"""The JavaScript sandbox (web/sandbox.html + web/ui/sandbox-host.js) behind `javascript_execute`.
 
 One harness page (web/dev/sandbox_harness.html) serves the whole module. It is loaded from a
 recording instance of scripts/serve.py (same handler, same COOP/COEP headers) rather than the

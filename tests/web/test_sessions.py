@@ -1,4 +1,5 @@
-"""web/sessions.js: the session history in IndexedDB, driven through dev/sessions_harness.html."""
+"""web/ui/sessions.js: the session history in IndexedDB, driven through
+dev/sessions_harness.html."""
 
 from __future__ import annotations
 

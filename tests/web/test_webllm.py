@@ -1,4 +1,4 @@
-"""The WebLLM engine (web/engines/webllm.js, gpu.js, errors.js) in headless Chromium with
+"""The WebLLM engine (web/worker/engines/webllm.js, gpu.js, errors.js) in headless Chromium with
 --enable-unsafe-webgpu, which exposes a real WebGPU adapter: SwiftShader, a software renderer
 without shader-f16.
 

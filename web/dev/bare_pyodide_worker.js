@@ -2,7 +2,7 @@
 // lock, loading no package, and posts {pyodide_ms} (or {error}). `?stdlib=compiled` starts it
 // with the compiled standard library the page uses (../python-boot.js), else with the stock one.
 import { loadPyodide } from "../vendor/pyodide/pyodide.mjs";
-import { COMPILED_STDLIB } from "../python-boot.js";
+import { COMPILED_STDLIB } from "../worker/python-boot.js";
 
 const PYODIDE_URL = new URL("../vendor/pyodide/", import.meta.url).href;
 const compiled = new URL(import.meta.url).searchParams.get("stdlib") === "compiled";

@@ -1,12 +1,12 @@
 // Module Worker of the CPU engine harness (cpu_engine_harness.html): owns one CpuEngine,
-// as web/worker.js does, and answers the page's calls. Each method gets {id} of the call first.
+// as web/worker/worker.js does, and answers the page's calls. Each method gets {id} of the call first.
 //   page -> worker  {id, method: "info" | "create" | "reload" | "chat" | "interrupt" |
 //                    "unload" | "counts", args: [...]}
 //   worker -> page  {id, result} | {id, error: {name, message}}
 //                   {type: "token", id, text, ms}      streamed output of chat call `id`
 //                   {type: "progress", progress, text} model loading
 //                   {type: "prefill-progress", id}     prefill call `id` goes on
-import { CpuEngine, cpuEngineInfo } from "../engines/cpu.js";
+import { CpuEngine, cpuEngineInfo } from "../worker/engines/cpu.js";
 
 let engine = null;
 let engineOptions = {};

@@ -3,7 +3,7 @@
 // result go to window.offlineReport and <body data-status="registering|caching|booting|ready|
 // failed">; a test reloads it with the server stopped and expects "ready" again.
 // ?boot=no stops once the service worker is active (for tests about caching only).
-import { registerServiceWorker, cacheForOffline } from "../sw-register.js";
+import { registerServiceWorker, cacheForOffline } from "../ui/sw-register.js";
 
 const started = performance.now();
 const since = () => Math.round(performance.now() - started);

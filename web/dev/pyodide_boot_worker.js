@@ -2,7 +2,7 @@
 // lists, as the page's worker does (../python-boot.js; no micropip, no network beyond this
 // origin), runs pyodide_boot_checks.py, then event_loop_checks.py on agent_py's event loop, and
 // posts one report: {timings, checks, versions, error?}.
-import { startPython } from "../python-boot.js";
+import { startPython } from "../worker/python-boot.js";
 
 const PYODIDE_URL = new URL("../vendor/pyodide/", import.meta.url).href;
 const since = (t0) => Math.round(performance.now() - t0);

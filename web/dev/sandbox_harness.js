@@ -1,6 +1,6 @@
 // Wires the harness: window.sandbox for tests, the planted secrets, a Ping
 // counter, and a Run button for trying code by hand.
-import { JavaScriptSandbox } from "../sandbox-host.js";
+import { JavaScriptSandbox } from "../ui/sandbox-host.js";
 
 const SECRET = "page-secret";
 

@@ -4,7 +4,7 @@
 // window.runEvents(session, count) imitates a live run: each event is shown (a list item, and
 // its index in sessionStorage, which outlives a reload) only after append() resolved, so a test
 // can reload mid-run and check that everything shown was kept.
-import { SessionStore, downloadJsonl } from "../sessions.js";
+import { SessionStore, downloadJsonl } from "../ui/sessions.js";
 
 const status = document.getElementById("status");
 const shown = document.getElementById("shown");

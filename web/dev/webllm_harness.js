@@ -8,9 +8,9 @@
 // generation config it builds from the request (genConfig, recorded here), the lock, the
 // interrupt flag and its reset, the streaming loop, the final and usage chunks.
 import * as webllm from "../vendor/web-llm/index.js";
-import * as engines from "../engines/webllm.js";
-import * as gpu from "../engines/gpu.js";
-import * as errors from "../engines/errors.js";
+import * as engines from "../worker/engines/webllm.js";
+import * as gpu from "../worker/engines/gpu.js";
+import * as errors from "../worker/engines/errors.js";
 
 class StandInPipeline {
   constructor(tokenMs) {

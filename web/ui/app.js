@@ -5,7 +5,7 @@ import { RunView } from "./render.js";
 import { SessionStore, downloadJsonl } from "./sessions.js";
 import { ServersPanel } from "./servers.js";
 import { UserPrompts, loadAuthRecords } from "./user-prompts.js";
-import { ToUI, toWorker } from "./protocol.js";
+import { ToUI, toWorker } from "../protocol.js";
 import { ToolHost } from "./tool-host.js";
 
 // What the user changed in Settings, kept in this browser; every default, and every setting
@@ -119,7 +119,7 @@ tools.relay.detect();
 // --- the worker ----------------------------------------------------------------------------------
 function startWorker() {
   tools.dropRequests(); // of a worker that is being replaced
-  const target = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
+  const target = new Worker(new URL("../worker/worker.js", import.meta.url), { type: "module" });
   worker = target;
   // Answers go to the worker that asked: a restarted one must not get the old one's.
   const answer = (message) => target.postMessage(message);

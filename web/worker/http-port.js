@@ -12,7 +12,7 @@
 // bridge-request goes out, bridge-head, bridge-chunk (in order), then bridge-end or
 // bridge-error come back (protocol.js). The extension streams the body as it arrives; chunks
 // wait here until Python reads them.
-import { ToWorker, fromBase64, toBase64, toUI } from "./protocol.js";
+import { ToWorker, fromBase64, toBase64, toUI } from "../protocol.js";
 
 const BRIDGE_GRACE_MS = 5_000; // beyond the request's own limit, in case the UI thread is gone
 const BRIDGE_ANSWERS = new Set([ToWorker.BRIDGE_HEAD, ToWorker.BRIDGE_CHUNK, ToWorker.BRIDGE_END, ToWorker.BRIDGE_ERROR]);

@@ -6,7 +6,7 @@
 // The worker registers `api` as the Pyodide module "agent_user": callbackUrl, authorize,
 // saveAuth and elicit take and return JSON strings and never reject, as
 // agent_py/page/user.py describes.
-import { ToWorker, toUI } from "./protocol.js";
+import { ToWorker, toUI } from "../protocol.js";
 
 export function createUserBridge(post) {
   const pending = new Map(); // id -> resolve
@@ -19,7 +19,7 @@ export function createUserBridge(post) {
     });
 
   const api = {
-    callbackUrl: new URL("./oauth-callback.html", import.meta.url).href,
+    callbackUrl: new URL("../oauth-callback.html", import.meta.url).href,
     async authorize(requestJson) {
       const { server, url } = JSON.parse(requestJson);
       const reply = await ask((id) => toUI.mcpAuthorize(id, server, url));

@@ -1,8 +1,8 @@
 // Draws agent events. A pure function of the event stream: the same code draws a live run and
 // a session reopened from IndexedDB. Model output is never inserted as HTML, except the final
 // answer, which goes through marked and then DOMPurify.
-import { marked } from "./vendor/marked/marked.esm.js";
-import DOMPurify from "./vendor/dompurify/purify.es.mjs";
+import { marked } from "../vendor/marked/marked.esm.js";
+import DOMPurify from "../vendor/dompurify/purify.es.mjs";
 
 const STATUS_TEXT = { pending: "pending", running: "running", completed: "completed", failed: "failed", dropped: "dropped" };
 

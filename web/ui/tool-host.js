@@ -3,7 +3,7 @@
 // (sandbox-host.js), and MCP servers without CORS are reached through the bridge extension
 // (extension-relay.js). Data flows one way: worker -> here -> sandbox or extension -> back to
 // the worker that asked (messages: protocol.js).
-import { ToUI, toWorker } from "./protocol.js";
+import { ToUI, toWorker } from "../protocol.js";
 import { ExtensionRelay } from "./extension-relay.js";
 import { JavaScriptSandbox } from "./sandbox-host.js";
 

@@ -4,11 +4,11 @@
 import { startPython } from "./python-boot.js";
 import { describeEngineError } from "./engines/errors.js";
 import { chooseEngine, detectWebGPU, f32Variant, needsShaderF16 } from "./engines/gpu.js";
-import { createHttpBridge } from "./http-bridge.js";
-import { ToWorker, toUI } from "./protocol.js";
-import { createUserBridge } from "./user-bridge.js";
+import { createHttpBridge } from "./http-port.js";
+import { ToWorker, toUI } from "../protocol.js";
+import { createUserBridge } from "./user-port.js";
 
-const PYODIDE_URL = new URL("./vendor/pyodide/", import.meta.url).href;
+const PYODIDE_URL = new URL("../vendor/pyodide/", import.meta.url).href;
 
 let pyodide = null;
 let page = null; // agent_py.page.session.PageSession (a PyProxy, kept for the worker's lifetime)
@@ -179,7 +179,7 @@ const bridge = {
   },
 };
 
-// --- MCP servers: agent_py.mcp in Python, HTTP through http-bridge.js ---------------------------
+// --- MCP servers: agent_py.mcp in Python, HTTP through http-port.js ---------------------------
 // Python calls httpBridge.api as the module "agent_http" (fetch, or the extension through the
 // UI thread) and reports server states through bridge.mcpStatus.
 const httpBridge = createHttpBridge(post);

@@ -1,5 +1,5 @@
 // The user's part of MCP in the page (UI thread): OAuth sign-in popups, the tokens they
-// yield, and elicitation forms. The worker side is user-bridge.js (messages: protocol.js).
+// yield, and elicitation forms. The worker side is user-port.js (messages: protocol.js).
 //
 // Sign-in: a popup may only open on the user's click, so a server that needs authorization
 // gets a "Sign in" button in the servers panel; the popup goes to the authorization server,
@@ -8,7 +8,7 @@
 // Tokens are kept per server URL in localStorage (this browser only, like the servers'
 // tokens) and can be forgotten from the panel. They are never logged.
 
-import { OAUTH_CALLBACK, OAUTH_CHANNEL, ToUI, toWorker } from "./protocol.js";
+import { OAUTH_CALLBACK, OAUTH_CHANNEL, ToUI, toWorker } from "../protocol.js";
 
 const AUTH_KEY = "agent_py.mcp_auth";
 

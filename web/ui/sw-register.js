@@ -9,11 +9,11 @@
 // It resolves once the newest version is active and controls the page. A first visit (or a new
 // version) precaches about 32 MB first; call it without awaiting it before booting.
 
-import { ServiceWorkerMessage, cacheExtra } from "./protocol.js";
+import { ServiceWorkerMessage, cacheExtra } from "../protocol.js";
 
-const SW_URL = new URL("./sw.js", import.meta.url);
-const SCOPE = new URL("./", import.meta.url).href;
-const MANIFEST_URL = new URL("./vendor/manifest.json", import.meta.url);
+const SW_URL = new URL("../sw.js", import.meta.url);
+const SCOPE = new URL("../", import.meta.url).href;
+const MANIFEST_URL = new URL("../vendor/manifest.json", import.meta.url);
 const CLAIM_WAIT_MS = 1_000;
 const ERROR_WAIT_MS = 500;
 const SUMMARY_WAIT_MS = 2_000;

@@ -1,5 +1,5 @@
 // The page's side of the bridge extension (extension/): the UI thread relays the agent
-// worker's bridge requests (http-bridge.js) to the extension's content script and streams
+// worker's bridge requests (http-port.js) to the extension's content script and streams
 // the answer back. It holds no policy: the extension decides what may be fetched.
 //
 // The messages are in protocol.js (EXTENSION_*). The extension answers only pages the user
@@ -9,7 +9,7 @@
 // asked before the content script started asks again when it announces itself. When the page
 // goes away, every request is aborted (the content script's connection to the extension
 // closes with the page, which aborts too).
-import { EXTENSION_CHANNEL, ExtensionMessage, extensionMessage } from "./protocol.js";
+import { EXTENSION_CHANNEL, ExtensionMessage, extensionMessage } from "../protocol.js";
 
 const HELLO_TIMEOUT_MS = 1_000;
 

@@ -13,7 +13,7 @@
 // - interruptGenerate() before the generator takes its lock is forgotten (the flag is reset);
 // - reload() cut short by unload() rejects with a bare string, or returns without error;
 // - hasModelInCache / deleteModelAllInfoInCache default to prebuiltAppConfig.
-import * as webllm from "../vendor/web-llm/index.js";
+import * as webllm from "../../vendor/web-llm/index.js";
 import { EngineError } from "./errors.js";
 import { detectWebGPU, f32Variant, needsShaderF16 } from "./gpu.js";
 

@@ -1,7 +1,7 @@
 // The CPU engine's own worker (a classic one: emscripten's pthread build loads its threads with
 // importScripts). It hosts llama.cpp compiled to WebAssembly by scripts/build_cpu_engine.sh
 // (web/vendor/llama/) and runs one model: the pthread build on a cross-origin isolated page
-// (threads need SharedArrayBuffer), otherwise the build without threads. web/engines/cpu.js
+// (threads need SharedArrayBuffer), otherwise the build without threads. web/worker/engines/cpu.js
 // talks to it:
 //   engine -> worker  {id, op, args}
 //     op "load"     args {blob, name, contextWindow, threads, batch}  -> model info, with
@@ -18,7 +18,7 @@
 // turn of the event loop in between, so an abort message is read within one step.
 "use strict";
 
-const VENDOR = new URL("../vendor/llama/", self.location.href).href;
+const VENDOR = new URL("../../vendor/llama/", self.location.href).href;
 // Both scripts define the same factory, createAgentLlama; `build` names the id in build.json.
 const BUILD = self.crossOriginIsolated
   ? { script: "agent-llama.js", build: "build_id" }

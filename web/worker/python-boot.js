@@ -8,7 +8,7 @@
 // starts (with a compiled standard library); the bundle is fetched from the start too,
 // checked against the lock's sha256, and imported from as a zip on sys.path: no unpacking,
 // no compiling. Phases are ms: `*_at` since the start, the others each phase's own time.
-import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
+import { loadPyodide } from "../vendor/pyodide/pyodide.mjs";
 
 export const BUNDLE_NAME = "agent-py-bundle"; // scripts/vendor.py's BUNDLE_NAME
 // The standard library with bytecode beside each source (scripts/vendor.py, COMPILED_STDLIB):

@@ -29,13 +29,14 @@ export const BUNDLED_CPU_MODELS = ["gemma3-270m-q4_k_m", "smollm2-135m-instruct-
 const PROMPT_BATCH = 256;
 const MAX_THREADS = 16; // the size of the build's thread pool
 const WORKER_URL = new URL("./cpu-worker.js", import.meta.url).href;
-const BUILD_URL = new URL("../vendor/llama/build.json", import.meta.url).href;
+const PAGE_ROOT = new URL("../../", import.meta.url).href;
+const BUILD_URL = new URL("../../vendor/llama/build.json", import.meta.url).href;
 const MODEL_CACHE = "agent-py-gguf-v1";
 const STATE_CACHE = "agent-py-kv-state-v1";
 const STATES_KEPT = 4; // saved prompt states, newest first; each is tens of MB
 
 function bundledUrl(model) {
-  return new URL(`../models/${model}.gguf`, import.meta.url).href;
+  return new URL(`../../models/${model}.gguf`, import.meta.url).href;
 }
 
 // llama.cpp's sampling parameters (llama-server's names).
@@ -105,7 +106,7 @@ export class CpuEngine {
     let url = null;
     if (/^(https?:|blob:)/i.test(model) || /\.gguf(\?.*)?$/i.test(model)) {
       try {
-        url = new URL(model, self.location.href);
+        url = new URL(model, PAGE_ROOT); // a relative URL is the page's (web/)
       } catch {
         url = null;
       }
@@ -245,7 +246,7 @@ export class CpuEngine {
     const identity = JSON.stringify([build, this.loadedUrl, this.modelBytes, this.options.contextWindow, prompt]);
     const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(identity));
     const hex = Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
-    return new URL(`../vendor/llama/state/${hex}`, import.meta.url).href;
+    return new URL(`../../vendor/llama/state/${hex}`, import.meta.url).href;
   }
 
   /** The key of the saved state prefill(messages) would use (for tests and tools). */

@@ -7,9 +7,9 @@
 // sandbox.html): opaque origin, strict CSP, hard timeout. This module only creates the frame,
 // matches answers to requests, and replaces the frame if it ever stops answering.
 
-import { SandboxMessage, sandboxRun } from "./protocol.js";
+import { SandboxMessage, sandboxRun } from "../protocol.js";
 
-const FRAME_URL = new URL("./sandbox.html", import.meta.url);
+const FRAME_URL = new URL("../sandbox.html", import.meta.url);
 const READY_TIMEOUT_MS = 10_000;
 // Slack beyond the run's own timeout before we decide the frame itself is gone: the frame needs
 // a few ms to spawn the worker and, in a background tab, its kill timer may fire up to ~1 s late.
