@@ -162,7 +162,7 @@ class Agent:
         state, error = AgentState.FAILED, None
         cancelled_from_outside = False
         try:
-            await self._planner().plan(question, run)
+            await self._planner().run(question, run)
             state = AgentState.COMPLETED
         except asyncio.CancelledError:
             state, error = AgentState.CANCELLED, "stopped by the user"

@@ -98,7 +98,7 @@ class PlanAndRethink:
     def plan_schema(self) -> dict[str, object]:
         return plan_json_schema(self.registry.names, self.plan_shape)
 
-    async def plan(self, question: str, run: PlanRun) -> PlanRun:
+    async def run(self, question: str, run: PlanRun) -> PlanRun:
         """Solve ``question``, filling ``run`` as it goes (the caller keeps it on failure)."""
         self._on_state(AgentState.PLANNING)
         conversation = self._opening(question)

@@ -1,7 +1,7 @@
 """MCP (Model Context Protocol) client: remote tools for the agent.
 
 - :class:`MCPClient`: one session with one server over Streamable HTTP.
-- :class:`MCPClientHost`: the configured servers; their tools as :class:`MCPToolCall`.
+- :class:`MCPClientHost`: the configured servers; their tools as :class:`MCPTool`.
 - :mod:`agent_py.mcp.transport`: the interface the HTTP transports implement (httpx in
   CPython; fetch and the extension bridge in the page).
 - ``python -m agent_py.mcp URL tools|call``: the same from a terminal.
@@ -25,7 +25,7 @@ from agent_py.mcp.host import (
     MCPClientHost,
     MCPServerConfig,
     MCPServerStatus,
-    MCPToolCall,
+    MCPTool,
     ServerState,
     ServerTransport,
     TransportFactory,
@@ -58,7 +58,7 @@ __all__ = [
     "MCPServerStatus",
     "MCPSessionExpiredError",
     "MCPTimeoutError",
-    "MCPToolCall",
+    "MCPTool",
     "ProgressHandler",
     "ServerState",
     "ServerTransport",

@@ -2,7 +2,7 @@
 
 :class:`MCPClientHost` keeps one :class:`~agent_py.mcp.client.MCPClient` per configured
 server, reports each server's state as :class:`MCPServerStatus`, and offers every tool
-of every connected server as an :class:`MCPToolCall` named ``<server>__<tool>``, so two
+of every connected server as an :class:`MCPTool` named ``<server>__<tool>``, so two
 servers can both have ``search``. A server that fails is reported as such; the others
 carry on.
 """
@@ -139,7 +139,7 @@ def namespaced_tool_name(server: str, tool: str) -> str:
     return f"{server}__{safe[:room]}_{digest}"
 
 
-class MCPToolCall(ToolBase):
+class MCPTool(ToolBase):
     """One tool of one MCP server, as the agent sees it."""
 
     def __init__(self, *, server: str, tool: Tool, client: MCPClient, call_timeout_s: float):
@@ -179,7 +179,7 @@ class _Server:
     config: MCPServerConfig
     status: MCPServerStatus
     client: MCPClient | None = None
-    tools: list[MCPToolCall] = field(default_factory=list)
+    tools: list[MCPTool] = field(default_factory=list)
 
 
 class MCPClientHost:
@@ -241,7 +241,7 @@ class MCPClientHost:
     def statuses(self) -> list[MCPServerStatus]:
         return [entry.status for entry in self._servers.values()]
 
-    def tools(self) -> list[MCPToolCall]:
+    def tools(self) -> list[MCPTool]:
         """The tools of every connected server."""
         return [tool for entry in self._servers.values() for tool in entry.tools]
 
@@ -309,7 +309,7 @@ class MCPClientHost:
         timeout_s = entry.config.timeout_s
         left_out = [f"{t.name}: {why}" for t in tools if (why := unusable_reason(t)) is not None]
         entry.tools = [
-            MCPToolCall(
+            MCPTool(
                 server=entry.config.name, tool=tool, client=client, call_timeout_s=timeout_s
             )
             for tool in tools

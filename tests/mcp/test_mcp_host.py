@@ -1,4 +1,4 @@
-"""MCPClientHost and MCPToolCall: several servers behind one set of agent tools."""
+"""MCPClientHost and MCPTool: several servers behind one set of agent tools."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from agent_py.mcp import (
     MCPConnectionError,
     MCPServerConfig,
     MCPServerStatus,
-    MCPToolCall,
+    MCPTool,
     namespaced_tool_name,
 )
 from agent_py.mcp.transport import BufferedResponse
@@ -37,7 +37,7 @@ def context(progress: list[tuple[str, dict[str, Any]]] | None = None) -> ToolCon
     return ToolContext(model=cast(Any, None), report_progress=report)
 
 
-def tool_named(host: MCPClientHost, name: str) -> MCPToolCall:
+def tool_named(host: MCPClientHost, name: str) -> MCPTool:
     return next(tool for tool in host.tools() if tool.name == name)
 
 
@@ -212,7 +212,6 @@ def test_tool_names_are_namespaced_and_safe_for_function_calling() -> None:
     long = [namespaced_tool_name("s" * 32, "t" * 100 + suffix) for suffix in ("a", "b")]
     assert long[0] != long[1]
     assert all(len(name) <= 64 and OPENAI_NAME.match(name) for name in long)
-    assert MCPToolCall is MCPToolCall
 
 
 @pytest.mark.parametrize(
@@ -276,7 +275,7 @@ async def test_the_fallback_transport_switches_only_if_the_first_never_connected
 
 def test_a_tool_from_the_server_keeps_its_description_and_schema() -> None:
     tool = Tool(name="t", description="Does t.", input_schema={"type": "object", "properties": {}})
-    wrapped = MCPToolCall(server="s", tool=tool, client=cast(Any, None), call_timeout_s=1.0)
+    wrapped = MCPTool(server="s", tool=tool, client=cast(Any, None), call_timeout_s=1.0)
     assert (wrapped.name, wrapped.description, wrapped.input_schema) == (
         "s__t",
         "Does t.",
