@@ -78,9 +78,10 @@ class Sampling(BaseModel):
     seed: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CallInfo:
-    """What a chat call is for. Engines use ``schema`` to constrain the reply."""
+    """What a chat call is for, by name only. Engines use ``schema`` to constrain the reply;
+    the page's engines get it as ``agent_py.page.ports.EngineCall``, under the same names."""
 
     purpose: CallPurpose
     model: str
@@ -404,7 +405,17 @@ class ManagedLLM:
                     on_token=on_token,
                 )
         model = self.roles.model_for(role)
-        call = CallInfo(purpose, model, max_tokens, schema, thinking, tool, step, sampling, grammar)
+        call = CallInfo(
+            purpose=purpose,
+            model=model,
+            max_tokens=max_tokens,
+            schema=schema,
+            thinking=thinking,
+            tool=tool,
+            step=step,
+            sampling=sampling,
+            grammar=grammar,
+        )
         async with self._call_lock:
             if self.llm.loaded_model != model:
                 await self._reload(model)
@@ -433,7 +444,7 @@ class ManagedLLM:
         if self.effective_policy is ResidencyPolicy.PER_STEP:
             return None
         model = self.roles.model_for(ROLE_OF_PURPOSE[purpose])
-        call = CallInfo(purpose, model, max_tokens)
+        call = CallInfo(purpose=purpose, model=model, max_tokens=max_tokens)
         async with self._call_lock:
             if self.llm.loaded_model != model:
                 await self.llm.reload(model)  # before any run: no run's event or count

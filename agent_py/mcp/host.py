@@ -309,9 +309,7 @@ class MCPClientHost:
         timeout_s = entry.config.timeout_s
         left_out = [f"{t.name}: {why}" for t in tools if (why := unusable_reason(t)) is not None]
         entry.tools = [
-            MCPTool(
-                server=entry.config.name, tool=tool, client=client, call_timeout_s=timeout_s
-            )
+            MCPTool(server=entry.config.name, tool=tool, client=client, call_timeout_s=timeout_s)
             for tool in tools
             if unusable_reason(tool) is None
         ]

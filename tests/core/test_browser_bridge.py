@@ -51,7 +51,7 @@ class FakeBridge:
         self.events.append(json.loads(event_json))
 
 
-CALL = CallInfo(CallPurpose.PLAN, "m", 64, schema={"type": "object"})
+CALL = CallInfo(purpose=CallPurpose.PLAN, model="m", max_tokens=64, schema={"type": "object"})
 
 
 async def test_chat_sends_the_call_as_json_and_reads_usage() -> None:

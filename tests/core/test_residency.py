@@ -135,4 +135,4 @@ async def test_calls_to_one_engine_are_serialized() -> None:
 async def test_scripted_engine_refuses_a_call_for_a_model_that_is_not_loaded() -> None:
     llm = ScriptedLLM(lambda messages, call: "x")
     with pytest.raises(ModelNotLoadedError):
-        await llm.chat([], CallInfo(CallPurpose.PLAN, "m", 8))
+        await llm.chat([], CallInfo(purpose=CallPurpose.PLAN, model="m", max_tokens=8))
