@@ -193,6 +193,11 @@ export const extensionMessage = Object.freeze({
 });
 
 // Request and response bodies cross every JSON-only channel above as base64.
+// The one envelope of every reply Python reads from a port (agent_py/page/ports.py, Reply):
+// {ok: true, ...fields} or {ok: false, error: {kind, message}}, as a JSON string.
+export const bridgeOk = (fields = {}) => JSON.stringify({ ok: true, ...fields });
+export const bridgeFailed = (kind, message) => JSON.stringify({ ok: false, error: { kind, message } });
+
 export function toBase64(bytes) {
   if (typeof bytes.toBase64 === "function") return bytes.toBase64();
   let text = "";

@@ -31,11 +31,12 @@ from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agent_py.mcp.errors import MCPConfigError, MCPConnectionError, MCPTimeoutError
 from agent_py.mcp.host import MCPServerConfig, TransportFactory
 from agent_py.mcp.transport import FallbackTransport, HTTPResponse, HTTPTransport
+from agent_py.page.ports import Failure, Reply
 
 BrowserMode = Literal["fetch", "bridge"]
 
@@ -60,11 +61,7 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-class BridgeFailure(BaseModel):
-    """Why a bridge request failed: a kind the transport reacts to, and words."""
-
-    kind: str = "network"
-    message: str = "the request failed"
+NETWORK_FAILURE = Failure(kind="network", message="the request failed")
 
 
 class BridgeRequest(BaseModel):
@@ -80,23 +77,19 @@ class BridgeRequest(BaseModel):
     timeout_ms: int | None
 
 
-class StartReply(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class StartReply(Reply):
     ok: bool = True
     status: int = 0
     headers: dict[str, str] = {}
-    error: BridgeFailure = BridgeFailure()
+    error: Failure = NETWORK_FAILURE
 
 
-class ReadReply(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class ReadReply(Reply):
     ok: bool = True
     chunk: str = ""
     """base64"""
     done: bool = False
-    error: BridgeFailure = BridgeFailure()
+    error: Failure = NETWORK_FAILURE
 
 
 _Reply = TypeVar("_Reply", StartReply, ReadReply)

@@ -82,26 +82,35 @@ class EngineCall(BaseModel):
         )
 
 
-class EngineFailure(BaseModel):
-    kind: str = "engine"
-    """``memory`` (the GPU or the tab ran out), ``config``, ``engine``, ``aborted`` ...
-    (``web/worker/engines/errors.js``)."""
-    message: str = "the engine failed"
+class Failure(BaseModel):
+    """Why a call across a port failed: a kind the caller reacts to, and words for the user."""
+
+    kind: str = "error"
+    message: str = "the call failed"
 
 
-class EngineReply(BaseModel):
-    """What every engine bridge method resolves to: ``ok`` with the chat's reply, or the
-    failure."""
+class Reply(BaseModel):
+    """The one envelope of every port's JSON reply: ``{"ok": true, ...}`` with the method's
+    fields, or ``{"ok": false, "error": {"kind", "message"}}`` (``web/protocol.js``,
+    ``bridgeOk`` and ``bridgeFailed``, writes it)."""
 
     model_config = ConfigDict(extra="ignore")
 
     ok: bool
+    error: Failure = Failure()
+
+
+class EngineReply(Reply):
+    """What every engine bridge method resolves to: ``ok`` with the chat's reply, or the
+    failure, whose kind is ``memory`` (the GPU or the tab ran out), ``config``, ``engine``,
+    ``aborted`` ... (``web/worker/engines/errors.js``)."""
+
     text: str = ""
     usage: Usage = Usage()
     finish_reason: str = "stop"
     prefilled: bool = False
     """``enginePrefill`` only: the engine kept the prompt's cache."""
-    error: EngineFailure = EngineFailure()
+    error: Failure = Failure(kind="engine", message="the engine failed")
 
 
 # What ``runJavaScript`` resolves to (the UI's sandbox, ``web/ui/sandbox-host.js``): the tool's

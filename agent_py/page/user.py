@@ -3,7 +3,8 @@
 The worker registers a JavaScript object (``web/worker/user-port.js``, as the Pyodide module
 ``agent_user``) whose methods take and return JSON strings and never reject:
 
-``authorize(request_json)`` -> ``{"ok": true, "url"}`` or ``{"ok": false, "error"}``
+``authorize(request_json)`` -> ``{"ok": true, "url"}`` or ``{"ok": false, "error": {"kind",
+"message"}}``
     ``request_json`` is ``{"server", "url"}``: the UI offers a "Sign in" button for the
     server (a popup needs the user's click), opens ``url`` in a popup, and answers with the
     URL our callback page (``web/oauth-callback.html``) was sent back to.
@@ -27,6 +28,7 @@ from typing import Any, Protocol
 from agent_py.mcp.elicitation import ElicitationAnswer, ElicitationForm, ElicitationHandler
 from agent_py.mcp.errors import MCPAuthorizationError
 from agent_py.mcp.oauth import AuthorizationFrontEnd, StoredAuth, TokenStore
+from agent_py.page.ports import Failure, Reply
 
 CALLBACK_PAGE = "oauth-callback.html"
 
@@ -70,6 +72,13 @@ class PageTokenStore(TokenStore):
         self._user.saveAuth(json.dumps({"url": server_url, "record": None}))
 
 
+class SignInReply(Reply):
+    """What ``authorize`` resolves to: the URL our callback page was sent back to."""
+
+    url: str | None = None
+    error: Failure = Failure(kind="cancelled", message="the sign-in window was closed")
+
+
 class PopupFrontEnd(AuthorizationFrontEnd):
     """The code flow's user step in the page: a popup, back to our own callback page."""
 
@@ -84,17 +93,16 @@ class PopupFrontEnd(AuthorizationFrontEnd):
     async def authorize(self, url: str) -> str:
         raw = await self._user.authorize(json.dumps({"server": self._server, "url": url}))
         try:
-            reply = json.loads(str(raw))
+            reply = SignInReply.model_validate_json(str(raw))
         except ValueError:
-            reply = None
-        if not isinstance(reply, dict):
-            raise MCPAuthorizationError("The page sent an unreadable answer to the sign-in.")
-        if reply.get("ok") is not True or not isinstance(reply.get("url"), str):
             raise MCPAuthorizationError(
-                f"Signing in to {self._server!r} did not finish: "
-                f"{reply.get('error') or 'the sign-in window was closed'}."
+                "The page sent an unreadable answer to the sign-in."
+            ) from None
+        if not reply.ok or reply.url is None:
+            raise MCPAuthorizationError(
+                f"Signing in to {self._server!r} did not finish: {reply.error.message}."
             )
-        return str(reply["url"])
+        return reply.url
 
 
 def page_elicitation(user: UserBridge) -> ElicitationHandler:

@@ -12,13 +12,11 @@
 // bridge-request goes out, bridge-head, bridge-chunk (in order), then bridge-end or
 // bridge-error come back (protocol.js). The extension streams the body as it arrives; chunks
 // wait here until Python reads them.
-import { ToWorker, fromBase64, toBase64, toUI } from "../protocol.js";
+import { ToWorker, bridgeFailed, bridgeOk, fromBase64, toBase64, toUI } from "../protocol.js";
 
 const BRIDGE_GRACE_MS = 5_000; // beyond the request's own limit, in case the UI thread is gone
 const BRIDGE_ANSWERS = new Set([ToWorker.BRIDGE_HEAD, ToWorker.BRIDGE_CHUNK, ToWorker.BRIDGE_END, ToWorker.BRIDGE_ERROR]);
 
-const ok = (extra = {}) => JSON.stringify({ ok: true, ...extra });
-const failed = (kind, message) => JSON.stringify({ ok: false, error: { kind, message } });
 
 function originOf(url) {
   try {
@@ -59,40 +57,40 @@ export function createHttpBridge(post) {
       });
     } catch (error) {
       requests.delete(id);
-      if (state.timedOut) return failed("timeout", `${originOf(request.url)} did not answer in time.`);
-      if (state.aborted) return failed("network", "The request was aborted.");
+      if (state.timedOut) return bridgeFailed("timeout", `${originOf(request.url)} did not answer in time.`);
+      if (state.aborted) return bridgeFailed("network", "The request was aborted.");
       // fetch reports a CORS block, a refused connection and a DNS failure alike.
       if (error?.name === "TypeError") {
-        return failed("blocked", `The browser blocked the request to ${originOf(request.url)} or could not connect.`);
+        return bridgeFailed("blocked", `The browser blocked the request to ${originOf(request.url)} or could not connect.`);
       }
-      return failed("network", String(error?.message || error));
+      return bridgeFailed("network", String(error?.message || error));
     } finally {
       clearTimeout(timer);
     }
     if (state.aborted) {
       requests.delete(id);
       response.body?.cancel().catch(() => {});
-      return failed("network", "The request was aborted.");
+      return bridgeFailed("network", "The request was aborted.");
     }
     state.reader = response.body ? response.body.getReader() : null;
-    return ok({ id, status: response.status, headers: Object.fromEntries(response.headers) });
+    return bridgeOk({ id, status: response.status, headers: Object.fromEntries(response.headers) });
   }
 
   async function readFetch(id, state) {
     if (!state.reader) {
       requests.delete(id);
-      return ok({ done: true });
+      return bridgeOk({ done: true });
     }
     try {
       const { done, value } = await state.reader.read();
       if (done) {
         requests.delete(id);
-        return ok({ done: true });
+        return bridgeOk({ done: true });
       }
-      return ok({ chunk: toBase64(value) });
+      return bridgeOk({ chunk: toBase64(value) });
     } catch (error) {
       requests.delete(id);
-      return failed("network", String(error?.message || error));
+      return bridgeFailed("network", String(error?.message || error));
     }
   }
 
@@ -112,7 +110,7 @@ export function createHttpBridge(post) {
         state.timer = setTimeout(() => {
           if (!state.head) return;
           abort(id);
-          resolve(failed("timeout", `${originOf(request.url)} did not answer in time.`));
+          resolve(bridgeFailed("timeout", `${originOf(request.url)} did not answer in time.`));
         }, request.timeout_ms + BRIDGE_GRACE_MS);
       }
       post(toUI.bridgeRequest(id, request));
@@ -124,15 +122,15 @@ export function createHttpBridge(post) {
     const resolve = state.waiter;
     if (state.chunks.length) {
       state.waiter = null;
-      resolve(ok({ chunk: state.chunks.shift() }));
+      resolve(bridgeOk({ chunk: state.chunks.shift() }));
     } else if (state.error) {
       state.waiter = null;
       requests.delete(id);
-      resolve(failed(state.error.kind, state.error.message));
+      resolve(bridgeFailed(state.error.kind, state.error.message));
     } else if (state.done) {
       state.waiter = null;
       requests.delete(id);
-      resolve(ok({ done: true }));
+      resolve(bridgeOk({ done: true }));
     }
   }
 
@@ -148,9 +146,9 @@ export function createHttpBridge(post) {
     }
     clearTimeout(state.timer);
     post(toUI.bridgeAbort(id));
-    state.head?.(failed("network", "The request was aborted."));
+    state.head?.(bridgeFailed("network", "The request was aborted."));
     state.head = null;
-    state.waiter?.(failed("network", "The request was aborted."));
+    state.waiter?.(bridgeFailed("network", "The request was aborted."));
     state.waiter = null;
   }
 
@@ -160,15 +158,15 @@ export function createHttpBridge(post) {
       try {
         request = JSON.parse(requestJson);
       } catch (error) {
-        return failed("network", `unreadable request: ${error.message}`);
+        return bridgeFailed("network", `unreadable request: ${error.message}`);
       }
       if (request.mode === "bridge") return startBridge(request.id, request);
       if (request.mode === "fetch") return startFetch(request.id, request);
-      return failed("network", `unknown mode ${request.mode}`);
+      return bridgeFailed("network", `unknown mode ${request.mode}`);
     },
     async read(id) {
       const state = requests.get(id);
-      if (!state) return failed("network", "The request was aborted or has already ended.");
+      if (!state) return bridgeFailed("network", "The request was aborted or has already ended.");
       if (state.kind === "fetch") return readFetch(id, state);
       return new Promise((resolve) => {
         state.waiter = resolve;
@@ -188,7 +186,7 @@ export function createHttpBridge(post) {
     switch (message.type) {
       case ToWorker.BRIDGE_HEAD:
         clearTimeout(state.timer);
-        state.head?.(ok({ id: message.id, status: message.status, headers: message.headers || {} }));
+        state.head?.(bridgeOk({ id: message.id, status: message.status, headers: message.headers || {} }));
         state.head = null;
         break;
       case ToWorker.BRIDGE_CHUNK:
@@ -201,7 +199,7 @@ export function createHttpBridge(post) {
         clearTimeout(state.timer);
         if (state.head) {
           requests.delete(message.id);
-          state.head(failed(message.error?.kind || "network", message.error?.message || "The bridge failed."));
+          state.head(bridgeFailed(message.error?.kind || "network", message.error?.message || "The bridge failed."));
           state.head = null;
           return true;
         }

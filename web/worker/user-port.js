@@ -6,7 +6,7 @@
 // The worker registers `api` as the Pyodide module "agent_user": callbackUrl, authorize,
 // saveAuth and elicit take and return JSON strings and never reject, as
 // agent_py/page/user.py describes.
-import { ToWorker, toUI } from "../protocol.js";
+import { ToWorker, bridgeFailed, bridgeOk, toUI } from "../protocol.js";
 
 export function createUserBridge(post) {
   const pending = new Map(); // id -> resolve
@@ -23,7 +23,7 @@ export function createUserBridge(post) {
     async authorize(requestJson) {
       const { server, url } = JSON.parse(requestJson);
       const reply = await ask((id) => toUI.mcpAuthorize(id, server, url));
-      return JSON.stringify(reply.url ? { ok: true, url: reply.url } : { ok: false, error: reply.error || "cancelled" });
+      return reply.url ? bridgeOk({ url: reply.url }) : bridgeFailed("cancelled", reply.error || "the sign-in window was closed");
     },
     saveAuth(recordJson) {
       const { url, record } = JSON.parse(recordJson);

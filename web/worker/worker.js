@@ -5,7 +5,7 @@ import { startPython } from "./python-boot.js";
 import { describeEngineError } from "./engines/errors.js";
 import { chooseEngine, detectWebGPU, f32Variant, needsShaderF16 } from "./engines/gpu.js";
 import { createHttpBridge } from "./http-port.js";
-import { ToWorker, toUI } from "../protocol.js";
+import { ToWorker, bridgeFailed, bridgeOk, toUI } from "../protocol.js";
 import { createUserBridge } from "./user-port.js";
 
 const PYODIDE_URL = new URL("../vendor/pyodide/", import.meta.url).href;
@@ -106,8 +106,10 @@ async function engineTime(work) {
   }
 }
 
-const ok = (extra = {}) => JSON.stringify({ ok: true, ...extra });
-const failed = (error) => JSON.stringify({ ok: false, error: describeEngineError(error) });
+const engineFailed = (error) => {
+  const { kind, message } = describeEngineError(error);
+  return bridgeFailed(kind, message);
+};
 
 // What Python calls. Every method resolves to a JSON string and never rejects.
 const bridge = {
@@ -116,26 +118,26 @@ const bridge = {
       post(toUI.progress("model", 0, `Loading ${model}…`));
       await engineTime(() => engine.reload(model));
       post(toUI.progress("model", 1, `${model} loaded`));
-      return ok();
+      return bridgeOk();
     } catch (error) {
       post(toUI.progress("model", 0, "Model load failed"));
-      return failed(error);
+      return engineFailed(error);
     }
   },
   async engineUnload() {
     try {
       await engineTime(() => engine.unload());
-      return ok();
+      return bridgeOk();
     } catch (error) {
-      return failed(error);
+      return engineFailed(error);
     }
   },
   async engineInterrupt() {
     try {
       engine.interrupt();
-      return ok();
+      return bridgeOk();
     } catch (error) {
-      return failed(error);
+      return engineFailed(error);
     }
   },
   async engineChat(messagesJson, callJson) {
@@ -144,15 +146,15 @@ const bridge = {
       const onToken = (text) => postToken(call.purpose, call.step, text);
       const onNote = (text) => post(toUI.engineNote(call.purpose, call.step, text));
       const messages = JSON.parse(messagesJson);
-      return ok(await engineTime(() => engine.chat(messages, call, onToken, onNote)));
+      return bridgeOk(await engineTime(() => engine.chat(messages, call, onToken, onNote)));
     } catch (error) {
-      return failed(error);
+      return engineFailed(error);
     }
   },
   // The planner's fixed prompt into the engine's KV cache, before a task (agent_py's
   // Agent.prepare); engines without a cache to fill answer prefilled: false.
   async enginePrefill(messagesJson, callJson) {
-    if (typeof engine.prefill !== "function") return ok({ prefilled: false });
+    if (typeof engine.prefill !== "function") return bridgeOk({ prefilled: false });
     const call = JSON.parse(callJson);
     try {
       const onProgress = ({ done, total }) => {
@@ -160,9 +162,9 @@ const bridge = {
       };
       const usage = await engineTime(() => engine.prefill(JSON.parse(messagesJson), call, onProgress));
       lastPrefill = usage;
-      return ok({ prefilled: true, usage });
+      return bridgeOk({ prefilled: true, usage });
     } catch (error) {
-      return failed(error);
+      return engineFailed(error);
     }
   },
   runJavaScript(code, timeoutMs, outputLimit) {
