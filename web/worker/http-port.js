@@ -30,7 +30,7 @@ function originOf(url) {
  * The "agent_http" object and the handler for the UI thread's bridge messages.
  * `post` sends a message to the UI thread.
  */
-export function createHttpBridge(post) {
+export function createHttpPort(post) {
   const requests = new Map(); // id -> FetchRequest | BridgeRequest
 
   async function startFetch(id, request) {

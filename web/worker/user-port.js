@@ -8,7 +8,7 @@
 // agent_py/page/user.py describes.
 import { ToWorker, bridgeFailed, bridgeOk, toUI } from "../protocol.js";
 
-export function createUserBridge(post) {
+export function createUserPort(post) {
   const pending = new Map(); // id -> resolve
   let nextId = 1;
   const ask = (makeMessage) =>

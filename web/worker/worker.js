@@ -1,12 +1,15 @@
 // The agent worker: Pyodide, agent_py and the model engine live here, off the UI thread.
 // The messages it takes and sends are in protocol.js (ToWorker, ToUI); Python's side of the
 // bridge below is typed in agent_py/page/ports.py.
-import { startPython } from "./python-boot.js";
+import { ToWorker, toUI } from "../protocol.js";
+import { createEnginePort } from "./engine-port.js";
 import { describeEngineError } from "./engines/errors.js";
 import { chooseEngine, detectWebGPU, f32Variant, needsShaderF16 } from "./engines/gpu.js";
-import { createHttpBridge } from "./http-port.js";
-import { ToWorker, bridgeFailed, bridgeOk, toUI } from "../protocol.js";
-import { createUserBridge } from "./user-port.js";
+import { createHttpPort } from "./http-port.js";
+import { createOutbox } from "./outbox.js";
+import { startPython } from "./python-boot.js";
+import { createStepClock } from "./step-clock.js";
+import { createUserPort } from "./user-port.js";
 
 const PYODIDE_URL = new URL("../vendor/pyodide/", import.meta.url).href;
 
@@ -18,155 +21,25 @@ let engineInfo = null;
 let userSettings = {}; // what the user changed, as the UI last sent it (boot or configure)
 let settingsNow = null; // every setting in effect (PageSettings, from Python)
 let running = false;
+let lastPrefill = null; // the usage of the engine's last prefill
 const pendingSandbox = new Map();
 let nextSandboxId = 1;
 
-// Agent events wait here until the end of the current turn, then go in one message; streamed
-// text waits until other messages are sent or TOKEN_FLUSH_MS has passed, then goes in one
-// message too (an engine streams a token at a time, and every message costs the UI thread a
-// task and a redraw). At most one of the two holds anything, and anything else posted sends it
-// first, so the UI sees every message in the order it was made.
-const TOKEN_FLUSH_MS = 50; // the live output still updates 20 times a second
-let pendingEvents = []; // JSON strings, as Python emitted them
-let pendingTokens = null; // {purpose, step, text}
-let tokenTimer = 0;
-function flushEvents() {
-  if (!pendingEvents.length) return;
-  const events = JSON.parse(`[${pendingEvents.join(",")}]`);
-  pendingEvents = [];
-  for (const event of events) stepClock.onEvent(event.type);
-  self.postMessage(toUI.events(events));
-}
-function flushTokens() {
-  if (!pendingTokens) return;
-  clearTimeout(tokenTimer);
-  const { purpose, step, text } = pendingTokens;
-  pendingTokens = null;
-  self.postMessage(toUI.token(purpose, step, text));
-}
-function flushPending() {
-  flushEvents();
-  flushTokens();
-}
-function postToken(purpose, step, text) {
-  if (pendingTokens && pendingTokens.purpose === purpose && pendingTokens.step === step) {
-    pendingTokens.text += text;
-    return;
-  }
-  flushPending();
-  pendingTokens = { purpose, step, text };
-  tokenTimer = setTimeout(flushTokens, TOKEN_FLUSH_MS);
-}
-const post = (message) => {
-  flushPending();
-  self.postMessage(message);
-};
+const outbox = createOutbox(
+  (message) => self.postMessage(message),
+  (events) => {
+    for (const event of events) stepClock.onEvent(event.type);
+  },
+);
+const post = outbox.post;
+const stepClock = createStepClock();
 
-// Orchestration time per step of the current run, outside the engine: the steps of a task run
-// together, so the run is cut into one segment per task (the next task starts at its first
-// step_started after a reflection; the first segment includes planning, the last the answer)
-// and each segment's time less the engine's, divided by its steps, is one sample per step.
-// scripts/bench_page.py reports them.
-const stepClock = {
-  engineMs: 0,
-  open: null, // {at, engineMs, steps, ending}
-  samples: [],
-  reset() {
-    this.engineMs = 0;
-    this.samples = [];
-    this.open = { at: performance.now(), engineMs: 0, steps: 0, ending: false };
-  },
-  onEvent(type) {
-    if (!this.open) return;
-    if (type === "reflection") this.open.ending = true;
-    if (type !== "step_started") return;
-    if (this.open.ending) this.close();
-    this.open.steps += 1;
-  },
-  close() {
-    const now = performance.now();
-    const { at, engineMs, steps } = this.open;
-    const perStep = (now - at - (this.engineMs - engineMs)) / steps;
-    if (steps) this.samples.push(...Array(steps).fill(Math.round(perStep * 1000) / 1000));
-    this.open = { at: now, engineMs: this.engineMs, steps: 0, ending: false };
-  },
-  finish() {
-    this.close();
-    this.open = null;
-    return this.samples;
-  },
-};
-// The engine's own time, which stepClock leaves out.
-async function engineTime(work) {
-  const started = performance.now();
-  try {
-    return await work();
-  } finally {
-    stepClock.engineMs += performance.now() - started;
-  }
-}
-
-const engineFailed = (error) => {
-  const { kind, message } = describeEngineError(error);
-  return bridgeFailed(kind, message);
-};
-
-// What Python calls. Every method resolves to a JSON string and never rejects.
+// What Python calls (agent_py/page/ports.py, Bridge). Every method resolves to a JSON string
+// and never rejects.
 const bridge = {
-  async engineReload(model) {
-    try {
-      post(toUI.progress("model", 0, `Loading ${model}…`));
-      await engineTime(() => engine.reload(model));
-      post(toUI.progress("model", 1, `${model} loaded`));
-      return bridgeOk();
-    } catch (error) {
-      post(toUI.progress("model", 0, "Model load failed"));
-      return engineFailed(error);
-    }
-  },
-  async engineUnload() {
-    try {
-      await engineTime(() => engine.unload());
-      return bridgeOk();
-    } catch (error) {
-      return engineFailed(error);
-    }
-  },
-  async engineInterrupt() {
-    try {
-      engine.interrupt();
-      return bridgeOk();
-    } catch (error) {
-      return engineFailed(error);
-    }
-  },
-  async engineChat(messagesJson, callJson) {
-    const call = JSON.parse(callJson);
-    try {
-      const onToken = (text) => postToken(call.purpose, call.step, text);
-      const onNote = (text) => post(toUI.engineNote(call.purpose, call.step, text));
-      const messages = JSON.parse(messagesJson);
-      return bridgeOk(await engineTime(() => engine.chat(messages, call, onToken, onNote)));
-    } catch (error) {
-      return engineFailed(error);
-    }
-  },
-  // The planner's fixed prompt into the engine's KV cache, before a task (agent_py's
-  // Agent.prepare); engines without a cache to fill answer prefilled: false.
-  async enginePrefill(messagesJson, callJson) {
-    if (typeof engine.prefill !== "function") return bridgeOk({ prefilled: false });
-    const call = JSON.parse(callJson);
-    try {
-      const onProgress = ({ done, total }) => {
-        if (total) post(toUI.progress("prefill", done / total, `Preparing the model: ${done} of ${total} prompt tokens`));
-      };
-      const usage = await engineTime(() => engine.prefill(JSON.parse(messagesJson), call, onProgress));
-      lastPrefill = usage;
-      return bridgeOk({ prefilled: true, usage });
-    } catch (error) {
-      return engineFailed(error);
-    }
-  },
+  ...createEnginePort(() => engine, outbox, stepClock, (usage) => {
+    lastPrefill = usage;
+  }),
   runJavaScript(code, timeoutMs, outputLimit) {
     const id = nextSandboxId++;
     return new Promise((resolve) => {
@@ -175,21 +48,19 @@ const bridge = {
     });
   },
   emit(eventJson) {
-    flushTokens();
-    pendingEvents.push(eventJson);
-    if (pendingEvents.length === 1) queueMicrotask(flushEvents);
+    outbox.event(eventJson);
   },
 };
 
 // --- MCP servers: agent_py.mcp in Python, HTTP through http-port.js ---------------------------
-// Python calls httpBridge.api as the module "agent_http" (fetch, or the extension through the
+// Python calls httpPort.api as the module "agent_http" (fetch, or the extension through the
 // UI thread) and reports server states through bridge.mcpStatus.
-const httpBridge = createHttpBridge(post);
-const userBridge = createUserBridge(post); // OAuth sign-in and forms, as "agent_user"
+const httpPort = createHttpPort(post);
+const userPort = createUserPort(post); // OAuth sign-in and forms, as "agent_user"
 bridge.mcpStatus = (statusJson) => post(toUI.mcpStatus(JSON.parse(statusJson)));
 
 async function handleMcpMessage(message) {
-  if (httpBridge.onMessage(message) || userBridge.onMessage(message)) return true;
+  if (httpPort.onMessage(message) || userPort.onMessage(message)) return true;
   switch (message.type) {
     case ToWorker.MCP_AUTH_RECORDS:
       page?.set_auth_records(JSON.stringify(message.records || {}));
@@ -329,8 +200,8 @@ async function boot({ settings, engine: override }) {
   post(toUI.progress("packages", 1, "Python and packages loaded"));
 
   pyodide.registerJsModule("agent_bridge", bridge);
-  pyodide.registerJsModule("agent_http", httpBridge.api);
-  pyodide.registerJsModule("agent_user", userBridge.api);
+  pyodide.registerJsModule("agent_http", httpPort.api);
+  pyodide.registerJsModule("agent_user", userPort.api);
   Object.assign(phases, JSON.parse(await pyodide.runPythonAsync(PYTHON_BOOT)));
   // Between tasks, so every later one runs on it: ready callbacks run together, not each in
   // a browser task of its own (agent_py/page/loop.py).
@@ -363,7 +234,6 @@ async function boot({ settings, engine: override }) {
   prepareModel(); // not awaited: a run sent meanwhile waits for the engine (Python's lock)
 }
 
-let lastPrefill = null; // the usage of the engine's last prefill
 
 // Load the model and prefill the planner's fixed prompt while the user types, so the first
 // task computes only its own words. WebLLM only when its weights are cached already: a first

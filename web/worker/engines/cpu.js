@@ -1,9 +1,7 @@
 // The CPU engine: llama.cpp compiled to WebAssembly by us (scripts/build_cpu_engine.sh, served
-// from web/vendor/llama), for browsers without WebGPU. Same interface as the WebLLM engine:
-//   reload(model), unload(), chat(messages, call, onToken) -> {text, usage, finish_reason},
-//   interrupt(), counts {reloads, unloads}, label, loadedModel; and here also
-//   prefill(messages, call, onProgress) (below) and `template`, the chat template the loaded
-//   model uses: {source: "gguf" | "builtin" | "default", name, architecture, warning?}.
+// from web/vendor/llama), for browsers without WebGPU. An Engine (../engine-port.js); here also
+// `template`, the chat template the loaded model uses: {source: "gguf" | "builtin" |
+// "default", name, architecture, warning?}.
 // A model is a bundled id (BUNDLED_CPU_MODELS, served from web/models/<id>.gguf, fetched by
 // scripts/fetch_model.py) or the URL of any .gguf file. llama.cpp runs in its own worker
 // (cpu-worker.js); this object lives in the agent's worker and speaks to it.
