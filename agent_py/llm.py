@@ -390,24 +390,9 @@ class ManagedLLM:
         on_token: TokenCallback | None = None,
     ) -> ChatReply:
         role = ROLE_OF_PURPOSE[purpose]
-        if not _in_unit.get() and self.effective_policy is ResidencyPolicy.PER_STEP:
-            async with self.unit(role):
-                return await self.chat(
-                    messages,
-                    purpose,
-                    max_tokens=max_tokens,
-                    schema=schema,
-                    thinking=thinking,
-                    tool=tool,
-                    step=step,
-                    sampling=sampling,
-                    grammar=grammar,
-                    on_token=on_token,
-                )
-        model = self.roles.model_for(role)
         call = CallInfo(
             purpose=purpose,
-            model=model,
+            model=self.roles.model_for(role),
             max_tokens=max_tokens,
             schema=schema,
             thinking=thinking,
@@ -416,6 +401,17 @@ class ManagedLLM:
             sampling=sampling,
             grammar=grammar,
         )
+        if not _in_unit.get() and self.effective_policy is ResidencyPolicy.PER_STEP:
+            async with self.unit(role):
+                return await self._send(messages, call, on_token)
+        return await self._send(messages, call, on_token)
+
+    async def _send(
+        self, messages: list[Message], call: CallInfo, on_token: TokenCallback | None
+    ) -> ChatReply:
+        """One chat call, the model loaded first; on memory pressure (``auto``), freed and
+        loaded again once."""
+        model = call.model
         async with self._call_lock:
             if self.llm.loaded_model != model:
                 await self._reload(model)
