@@ -31,6 +31,12 @@ function report(side, FromBytes) {
     sources: [side.toBase64, side.fromBase64].map((f) => String(f).split("\n").map((l) => l.trim()).join("\n")),
   };
 }
+// The fields `make` reads of the object it is given.
+function fieldsRead(make) {
+  const read = new Set();
+  make(new Proxy({}, { get: (_, key) => (typeof key === "string" && read.add(key), undefined) }));
+  return [...read];
+}
 const sandboxResult = page.toWorker.sandboxResult(1, { value: 1, console: [], error: null, timedOut: false, truncated: false });
 const bridgeRequest = page.toUI.bridgeRequest(1, request);
 console.log(JSON.stringify({
@@ -43,6 +49,9 @@ console.log(JSON.stringify({
     serviceWorker: { ...page.ServiceWorkerMessage },
     oauth: [page.OAUTH_CHANNEL, page.OAUTH_CALLBACK],
     sandboxResult: Object.keys(sandboxResult.result),
+    sandboxRunFields: Object.keys(page.sandboxRun(1, "", 1, 1)),
+    sandboxAnswerFields: fieldsRead((answer) => page.toWorker.sandboxResult(1, answer)),
+    cacheExtraFields: Object.keys(page.cacheExtra([])),
     bridgeRequest: Object.keys(bridgeRequest.request),
   },
   extensionOnly: { port: extension.PORT_NAME, runtime: { ...extension.RuntimeMessage } },

@@ -94,6 +94,18 @@ def test_the_files_that_cannot_import_the_module_write_its_names(
     service_worker = (WEB / "sw.js").read_text()
     for name in only["serviceWorker"].values():
         assert f'"{name}"' in service_worker, name
+    # ... and the same field names: what the frame reads of a run, and what it answers (the
+    # fields protocol.js's sandboxResult reads, which it hands on under Python's names, with
+    # the run's id); what sw.js reads of cache-extra.
+    read = re.search(r"const \{([^}]*)\} = event\.data;", sandbox)
+    assert read, "sandbox.html no longer reads the run's fields in one place"
+    assert {f.strip() for f in read.group(1).split(",")} == set(only["sandboxRunFields"]) - {"type"}
+    answer = re.search(r'parent\.postMessage\(\{\s*type: "result",([^}]*)\}', sandbox)
+    assert answer, "sandbox.html no longer answers a run in one place"
+    answered = {re.split(r"[:\s]", f.strip())[0] for f in answer.group(1).split(",") if f.strip()}
+    assert answered == {"id", *only["sandboxAnswerFields"]}
+    for field in set(only["cacheExtraFields"]) - {"type"}:
+        assert f"event.data.{field}" in service_worker, field
     runtime = protocols["extensionOnly"]
     assert runtime["port"] == "agent_py-fetch"
     registered = (EXTENSION / "service-worker.js").read_text()
