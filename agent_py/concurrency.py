@@ -1,7 +1,7 @@
 """Running coroutines side by side in few turns of the event loop.
 
 In Pyodide each turn of asyncio's loop (a task waking up, a done-callback) is a task of the
-browser's event loop and costs about 0.1 ms, more than most of what a step computes. Its loop
+browser's event loop and costs more than most of what a step computes. Its loop
 also adds a done-callback to every task that ``loop.create_task`` makes, one more turn when
 the task ends, and ``asyncio.gather`` / ``asyncio.wait`` take a turn per finished task to
 tell the waiter. So the tasks here are made directly, and each wakes its waiter itself as it

@@ -1,11 +1,9 @@
 """An asyncio event loop for Pyodide that runs ready callbacks together, with few browser tasks.
 
 Pyodide's ``WebLoop`` hands every ready callback (a task's next step, a future's done
-callback) to the browser as a task of its own: a JavaScript proxy for the callback, a trip
-through the browser's task queue, and an entry into Python armed for stack switching, which
-itself waits for one more trip through the queue. In Chromium's worker that is about 90 µs
-per callback, against 5 µs for a turn of CPython's loop, and an agent step takes several
-turns; awaiting a JavaScript promise cost about 170 µs.
+callback) to the browser as a task of its own: a JavaScript proxy, a trip through the
+browser's task queue, and an entry into Python armed for stack switching. An agent step takes
+several such turns (``scripts/bench_page.py`` measures them).
 
 :class:`BatchedWebLoop` keeps a ready queue as CPython's loop does and runs it in one go
 (a *drain*), callbacks queued meanwhile included, until the queue is empty or
@@ -13,7 +11,7 @@ turns; awaiting a JavaScript promise cost about 170 µs.
 
 - Work that arrives from JavaScript (a promise settled, the page called in) is drained in a
   microtask, right after the JavaScript that made it, through one proxy made once and entered
-  without stack switching: awaiting a promise then costs about 45 µs.
+  without stack switching.
 - Once Python has had :data:`TIME_SLICE_S` of such drains, or a drain ran out of its slice,
   the next drain waits for a browser task of its own, so the page's messages (Stop above all),
   timers and other tasks still get their turn while Python is busy.
