@@ -13,9 +13,8 @@ configured, so a page without servers starts without it.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -24,17 +23,15 @@ from agent_py.errors import SetupError
 from agent_py.events import Event
 from agent_py.page.engine import BridgeJSRunner, BridgeLLM
 from agent_py.page.ports import Bridge
+from agent_py.page.servers import PageServers
 from agent_py.page.settings import PageSettings
 from agent_py.tools.base import ToolBase
 from agent_py.tools.javascript import JavascriptExecutor
 from agent_py.tools.llm_generator import LLMGenerator
 
 if TYPE_CHECKING:
-    from agent_py.mcp.auth import Authorizer
-    from agent_py.mcp.host import MCPClientHost, MCPServerConfig, MCPServerStatus
-    from agent_py.mcp.transport import HTTPTransport
     from agent_py.page.http import HttpBridge
-    from agent_py.page.user import PageTokenStore, UserBridge
+    from agent_py.page.user import UserBridge
 
 
 class PageSession:
@@ -57,33 +54,8 @@ class PageSession:
         self._settings = PageSettings()
         self._agent: Agent | None = None
         self._builtin_names: list[str] = []
-        self._servers: dict[str, MCPServerConfig] = {}
-        self._http = http
-        self._user = user
-        self._auth_records: dict[str, Any] = {}  # kept until the MCP host exists
-        self._auth_store: PageTokenStore | None = None
-        self._host: MCPClientHost | None = None  # made when the first server is configured
-
-    def _mcp(self) -> MCPClientHost:
-        """The MCP host, made (and the MCP package imported) on first use."""
-        if self._host is None:
-            from agent_py.mcp.host import MCPClientHost
-            from agent_py.page.http import browser_transport_factory
-            from agent_py.page.user import PageTokenStore, page_elicitation
-
-            user = self._user
-            if user is not None:
-                self._auth_store = PageTokenStore(user)
-                self._auth_store.replace(self._auth_records)
-            self._host = MCPClientHost(
-                transport_factory=(
-                    browser_transport_factory(self._http) if self._http else _no_network
-                ),
-                on_status=self._server_status,
-                on_elicit=page_elicitation(user) if user is not None else None,
-                authorizer_factory=self._authorizer if user is not None else None,
-            )
-        return self._host
+        # mcpStatus is looked up when a server reports: it is needed only once one is configured.
+        self.servers = PageServers(lambda status: bridge.mcpStatus(status), http=http, user=user)
 
     @property
     def session(self) -> str | None:
@@ -120,102 +92,24 @@ class PageSession:
             }
         )
 
-    # MCP servers.
+    # MCP servers (agent_py.page.servers).
 
     async def configure_servers(self, servers_json: str) -> str:
-        """Make the MCP servers those of ``servers_json`` (the panel's list): connect new and
-        changed ones concurrently, drop removed ones, leave unchanged ones connected. One
-        server's failure never stops the others. Returns every server's status as JSON;
-        each change is also reported through ``mcpStatus`` as it happens."""
-        items = json.loads(servers_json)
-        if not items and self._host is None:
-            return "[]"  # no servers, none before: the MCP package stays unimported
-        from agent_py.mcp.host import MCPServerConfig, MCPServerStatus
-        from agent_py.mcp.results import describe_validation_error
-
-        wanted: dict[str, MCPServerConfig] = {}
-        invalid: list[MCPServerStatus] = []
-        for item in items if isinstance(items, list) else []:
-            try:
-                config = MCPServerConfig.model_validate(item)
-            except ValidationError as error:
-                name = str(item.get("name") or "?") if isinstance(item, dict) else "?"
-                url = str(item.get("url") or "") if isinstance(item, dict) else ""
-                status = MCPServerStatus(
-                    name=name,
-                    url=url,
-                    state="error",
-                    error=f"These settings cannot be used: {describe_validation_error(error)}.",
-                )
-                invalid.append(status)
-                self._server_status(status)
-                continue
-            wanted[config.name] = config
-        host = self._mcp()
-        for name in [n for n in self._servers if n not in wanted]:
-            del self._servers[name]
-            await host.remove_server(name)
-        changed = [c for name, c in wanted.items() if self._servers.get(name) != c]
-        self._servers.update({c.name: c for c in changed})
-        await asyncio.gather(*(host.add_server(c) for c in changed))
-        return self._statuses_json([*host.statuses(), *invalid])
+        """Make the MCP servers those of ``servers_json`` (the panel's list); their tools
+        join the agent's from the next run. Returns every server's status as JSON."""
+        return await self.servers.configure(servers_json)
 
     def set_auth_records(self, records_json: str) -> None:
-        """The OAuth registrations and tokens the page kept (``{server url: record}``)."""
-        records = json.loads(records_json)
-        if isinstance(records, dict):
-            self._auth_records = records
-            if self._auth_store is not None:
-                self._auth_store.replace(records)
+        self.servers.set_auth_records(records_json)
 
     async def forget_sign_in(self, name: str) -> str:
-        """Forget a server's OAuth tokens and registration, and connect it again."""
-        config = self._servers.get(name)
-        if config is not None and self._auth_store is not None:
-            self._auth_store.forget(config.url)
-            await self._mcp().reconnect(name)
-        return self.server_statuses()
-
-    def _authorizer(self, config: MCPServerConfig, transport: HTTPTransport) -> Authorizer | None:
-        if config.token is not None or self._user is None or self._auth_store is None:
-            return None  # a configured token is used as it is
-        from agent_py.mcp.oauth import OAuthAuthorizer, OAuthSettings
-        from agent_py.page.user import PopupFrontEnd
-
-        front_end = PopupFrontEnd(
-            self._user, server=config.name, redirect_uri=str(self._user.callbackUrl)
-        )
-        return OAuthAuthorizer(
-            config.url,
-            transport,
-            settings=OAuthSettings(client_name="agent_py (browser page)"),
-            store=self._auth_store,
-            front_end=front_end,
-        )
+        return await self.servers.forget_sign_in(name)
 
     async def reconnect_server(self, name: str) -> str:
-        """Connect a server again (it restarted, or the extension was just set up)."""
-        if name not in self._servers:
-            return self.server_statuses()
-        await self._mcp().reconnect(name)
-        return self.server_statuses()
+        return await self.servers.reconnect(name)
 
     def server_statuses(self) -> str:
-        return self._statuses_json(self._host.statuses() if self._host else [])
-
-    def _mcp_tools(self) -> list[ToolBase]:
-        return list(self._host.tools()) if self._host else []
-
-    def _status_data(self, status: MCPServerStatus) -> dict[str, Any]:
-        tools = [tool.name for tool in self._mcp().tools() if tool.server == status.name]
-        signed_in = self._auth_store is not None and self._auth_store.has(status.url)
-        return {**status.model_dump(mode="json"), "tools": tools, "signed_in": signed_in}
-
-    def _statuses_json(self, statuses: list[MCPServerStatus]) -> str:
-        return json.dumps([self._status_data(status) for status in statuses])
-
-    def _server_status(self, status: MCPServerStatus) -> None:
-        self._bridge.mcpStatus(json.dumps(self._status_data(status)))
+        return self.servers.statuses()
 
     # Runs.
 
@@ -251,7 +145,7 @@ class PageSession:
         agent = self._ensure_agent()
         # The MCP tools as they are now: servers connected or dropped since the last run,
         # and tool lists that changed, count from this run on.
-        agent.tools.replace_all(self._mcp_tools(), keep=self._builtin_names)
+        agent.tools.replace_all(self.servers.tools(), keep=self._builtin_names)
         return agent
 
     def cancel(self) -> None:
@@ -262,8 +156,7 @@ class PageSession:
         if self._agent is not None:
             await self._agent.close()
             self._agent = None
-        if self._host is not None:
-            await self._host.close()
+        await self.servers.close()
 
     def _ensure_agent(self) -> Agent:
         if self._agent is None:
@@ -276,7 +169,7 @@ class PageSession:
             self._builtin_names = [tool.name for tool in builtins]
             self._agent = Agent(
                 llm=BridgeLLM(self._bridge),
-                tools=[*builtins, *self._mcp_tools()],
+                tools=[*builtins, *self.servers.tools()],
                 on_event=self._emit,
                 config=self._settings.agent_config(),
                 session=self._session,
@@ -285,11 +178,3 @@ class PageSession:
 
     def _emit(self, event: Event) -> None:
         self._send_event(event.to_json())
-
-
-def _no_network(config: MCPServerConfig) -> HTTPTransport:
-    from agent_py.mcp.errors import MCPConfigError
-
-    raise MCPConfigError(
-        f"The MCP server {config.name!r} cannot be reached: this page session has no HTTP bridge."
-    )
