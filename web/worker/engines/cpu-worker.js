@@ -29,18 +29,24 @@ const aborted = new Set();
 
 importScripts(VENDOR + BUILD.script, new URL("./cpu-api.js", self.location.href).href);
 
-async function ensureModule() {
-  if (module) return module;
-  module = await createAgentLlama({
+// Started as soon as the worker runs: the wasm compiles and the thread pool starts while the
+// engine fetches the model's file.
+let starting = null;
+function ensureModule() {
+  starting ??= createAgentLlama({
     locateFile: (file) => VENDOR + file,
     // The pthread workers load the same script: give them its absolute URL.
     mainScriptUrlOrBlob: VENDOR + BUILD.script,
     print: () => {},
     printErr: (text) => console.warn(`[llama.cpp] ${text}`),
+  }).then((made) => {
+    module = made;
+    api = bindLlamaApi(module);
+    return module;
   });
-  api = bindLlamaApi(module);
-  return module;
+  return starting;
 }
+ensureModule().catch(() => {}); // a failure is reported by the first op that needs the module
 
 /** The call's return value, or an Error with llama.cpp's own words. */
 function check(code, what) {
@@ -63,12 +69,40 @@ const nextTurn = () => new Promise((resolve) => {
   channel.port2.postMessage(null);
 });
 
+// WORKERFS reads a file with one FileReaderSync call per read, a trip to the browser's blob
+// store each; llama.cpp reads a model in thousands of reads (98 MB in about 4,000 for SmolLM2),
+// which took 2-4 s in the browser. Reads are served from one slice of READ_AHEAD bytes read
+// at once (0.25-0.3 s for SmolLM2; 8 MB slices 0.4-0.5 s); a read as large goes straight to
+// the file.
+const READ_AHEAD = 32 << 20;
+function readAhead(workerfs) {
+  if (workerfs.dropReadAhead) return;
+  const read = workerfs.stream_ops.read;
+  let slice = null; // {node, start, bytes}
+  workerfs.stream_ops.read = function (stream, buffer, offset, length, position) {
+    const { node } = stream;
+    if (position >= node.size) return 0;
+    const want = Math.min(length, node.size - position);
+    if (want >= READ_AHEAD) return read.call(this, stream, buffer, offset, length, position);
+    if (!slice || slice.node !== node || position < slice.start || position + want > slice.start + slice.bytes.length) {
+      const end = Math.min(node.size, position + READ_AHEAD);
+      slice = { node, start: position, bytes: new Uint8Array(workerfs.reader.readAsArrayBuffer(node.contents.slice(position, end))) };
+    }
+    buffer.set(slice.bytes.subarray(position - slice.start, position - slice.start + want), offset);
+    return want;
+  };
+  workerfs.dropReadAhead = () => {
+    slice = null; // after a load: the slice's memory goes
+  };
+}
+
 let mounted = null;
 let contextSize = 0; // the loaded context's tokens: a generation that fills it ends "length"
 
 const ops = {
   async load({ blob, name, contextWindow, threads, batch }) {
     await ensureModule();
+    readAhead(module.FS.filesystems.WORKERFS);
     api.free();
     if (mounted) module.FS.unmount(mounted);
     // WORKERFS reads the Blob in slices when llama.cpp reads the file: no copy of the weights
@@ -76,7 +110,11 @@ const ops = {
     mounted = "/model";
     if (!module.FS.analyzePath(mounted).exists) module.FS.mkdir(mounted);
     module.FS.mount(module.FS.filesystems.WORKERFS, { blobs: [{ name, data: blob }] }, mounted);
-    check(api.load(`${mounted}/${name}`, contextWindow, threads, batch), "llama.cpp could not load the model");
+    try {
+      check(api.load(`${mounted}/${name}`, contextWindow, threads, batch), "llama.cpp could not load the model");
+    } finally {
+      module.FS.filesystems.WORKERFS.dropReadAhead();
+    }
     check(api.info(), "model info");
     const info = JSON.parse(resultText());
     contextSize = info.n_ctx;

@@ -128,6 +128,7 @@ export class CpuEngine {
     progress(0, `Loading ${model} on the CPU…`);
     let template;
     try {
+      this.startWorker(); // llama.cpp starts while the file is fetched
       const blob = await fetchModel(url, (loaded, total) => {
         const mb = (n) => (n / 1e6).toFixed(0);
         // The download (or the read from the cache) is most of the load.
@@ -136,7 +137,6 @@ export class CpuEngine {
       const headerStarted = performance.now();
       template = chatTemplateFor(await readGgufHeader(blob));
       template.detect_ms = Math.round(performance.now() - headerStarted);
-      this.startWorker();
       progress(0.9, `Loading ${model} into llama.cpp…`);
       this.modelInfo = await this.request("load", {
         blob,
