@@ -42,6 +42,7 @@ function ensureModule() {
   }).then((made) => {
     module = made;
     api = bindLlamaApi(module);
+    readAhead(module.FS.filesystems.WORKERFS);
     return module;
   });
   return starting;
@@ -76,7 +77,6 @@ const nextTurn = () => new Promise((resolve) => {
 // the file.
 const READ_AHEAD = 32 << 20;
 function readAhead(workerfs) {
-  if (workerfs.dropReadAhead) return;
   const read = workerfs.stream_ops.read;
   let slice = null; // {node, start, bytes}
   workerfs.stream_ops.read = function (stream, buffer, offset, length, position) {
@@ -102,7 +102,6 @@ let contextSize = 0; // the loaded context's tokens: a generation that fills it 
 const ops = {
   async load({ blob, name, contextWindow, threads, batch }) {
     await ensureModule();
-    readAhead(module.FS.filesystems.WORKERFS);
     api.free();
     if (mounted) module.FS.unmount(mounted);
     // WORKERFS reads the Blob in slices when llama.cpp reads the file: no copy of the weights
