@@ -61,6 +61,15 @@ class CPUHarness:
         call = {"model": MODEL, "purpose": "generate", **call}
         return self.call("([m, c]) => cpu.chat(m, c)", [messages, call])
 
+    def capital_of_france(self) -> str:
+        """The instruct model's greedy answer to a one-word question (its right answer is
+        Paris)."""
+        messages = [
+            {"role": "user", "content": "What is the capital of France? Answer in one word."}
+        ]
+        greedy = {"temperature": 0, "top_k": 1}
+        return str(self.chat(messages, model=INSTRUCT_MODEL, max_tokens=6, sampling=greedy)["text"])
+
     def counts(self) -> dict[str, Any]:
         return self.call("() => cpu.counts()")
 
