@@ -76,10 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument(
         "--engine",
-        choices=["auto", "webllm", "cpu", "scripted"],
+        choices=["auto", "webllm", "cpu", "openai", "scripted"],
         default="auto",
-        help="auto: WebLLM with WebGPU, else the CPU engine; scripted: tests only",
+        help="auto: WebLLM with WebGPU, else the CPU engine; openai: a model server "
+        "(--base-url, --model); scripted: tests only",
     )
+    add_model_server_options(run)
+    run.add_argument("--model", help="the model server's model (--engine openai)")
     run.add_argument("--script", type=Path, help="replies for the scripted engine (JSON file)")
     run.add_argument("--settings", help="page settings as JSON, e.g. '{\"max_tokens\": 256}'")
     run.add_argument("--timeout", type=float, default=1800, help="seconds for the whole task")
@@ -113,9 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         script = json.loads(args.script.read_text()) if args.script else None
         settings = json.loads(args.settings) if args.settings else None
+        server = model_server_settings(args)
     except (OSError, ValueError) as exc:
         print(f"cannot read the options: {exc}", file=sys.stderr)
         return EXIT_SETUP
+    if server:
+        settings = {**(settings or {}), **server}
     return run_in_browser(
         args.task,
         history=args.history,
@@ -125,6 +131,34 @@ def main(argv: list[str] | None = None) -> int:
         timeout_s=args.timeout,
         profile=None if args.fresh_browser else args.browser_profile,
     )
+
+
+def add_model_server_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--base-url", help="the model server's OpenAI API, e.g. http://127.0.0.1:8080/v1"
+    )
+    command.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        help="the environment variable that holds the model server's API key "
+        "(default OPENAI_API_KEY; none needed for a local server)",
+    )
+
+
+def model_server_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The page settings for ``--engine openai``; {} for other engines. Raises ValueError
+    when a model server option is missing or given without it."""
+    if args.engine != "openai":
+        if args.base_url:
+            raise ValueError("--base-url goes with --engine openai")
+        return {}
+    if not args.base_url or not args.model:
+        raise ValueError("--engine openai needs --base-url and --model")
+    settings = {"engine": "openai", "openai_base_url": args.base_url, "openai_model": args.model}
+    key = os.environ.get(args.api_key_env, "")
+    if key:
+        settings["openai_api_key"] = key
+    return settings
 
 
 def add_eval_command(commands: Any) -> None:
@@ -137,11 +171,16 @@ def add_eval_command(commands: Any) -> None:
         "For WebLLM, use a Chrome with a GPU: --engine webllm --browser "
         "/usr/bin/google-chrome --headed (see the README).",
     )
-    evaluate.add_argument("--engine", choices=["scripted", "cpu", "webllm"], default="cpu")
+    evaluate.add_argument(
+        "--engine", choices=["scripted", "cpu", "webllm", "openai"], default="cpu"
+    )
+    add_model_server_options(evaluate)
     evaluate.add_argument("--tasks", type=Path, default=TASKS_FILE, help="suite file (JSON)")
     evaluate.add_argument("--tier", choices=["small", "full"], default="small")
     evaluate.add_argument("--only", help="comma-separated task ids (overrides --tier)")
-    evaluate.add_argument("--model", help="CPU engine model id or .gguf URL")
+    evaluate.add_argument(
+        "--model", help="CPU engine: a model id or .gguf URL; openai: the server's model"
+    )
     evaluate.add_argument("--profile", choices=["auto", "small", "full"], default="auto")
     evaluate.add_argument("--settings", help="more page settings as JSON (overrides)")
     evaluate.add_argument("--timeout", type=float, default=900, help="seconds per task (guard)")
@@ -176,10 +215,11 @@ def run_eval(args: argparse.Namespace) -> int:
         only = [t.strip() for t in args.only.split(",") if t.strip()] if args.only else None
         tasks = load_tasks(args.tasks, tier=Tier(args.tier), only=only)
         settings: dict[str, Any] = json.loads(args.settings) if args.settings else {}
+        settings.update(model_server_settings(args))
     except (OSError, ValueError) as exc:
         print(f"cannot read the suite or the options: {exc}", file=sys.stderr)
         return EXIT_SETUP
-    if args.model:
+    if args.model and args.engine == "cpu":
         settings["cpu_model"] = args.model
     if args.profile != "auto":
         settings["profile"] = args.profile

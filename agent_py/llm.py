@@ -147,6 +147,12 @@ class LLM(ABC):
     def count_tokens(self, text: str) -> int:
         return estimate_tokens(text)
 
+    @property
+    def context_window(self) -> int | None:
+        """The loaded model's context window where the engine knows it (a model server
+        says its own); None: the agent's setting is the window."""
+        return None
+
 
 ScriptFunction = Callable[[list[Message], CallInfo], str | Awaitable[str]]
 Reply = str | ScriptFunction
@@ -340,6 +346,10 @@ class ManagedLLM:
         if two_models or self._memory_pressure:
             return ResidencyPolicy.PER_STEP
         return ResidencyPolicy.KEEP_WARM
+
+    @property
+    def context_window(self) -> int | None:
+        return self.llm.context_window
 
     def count_tokens(self, text: str) -> int:
         """The engine's estimate, scaled up once a reply showed that it under-counts."""

@@ -65,8 +65,10 @@ class ModelClient:
         self.compact_json = compact_json
 
     def prompt_budget(self, purpose: CallPurpose) -> int:
-        """Tokens a prompt for ``purpose`` may use: the window minus the reply budget."""
-        return self.context_window - self.budgets.for_purpose(purpose)
+        """Tokens a prompt for ``purpose`` may use: the window minus the reply budget. The
+        window is the setting, or the engine's own where it says a smaller one."""
+        window = min(self.context_window, self.llm.context_window or self.context_window)
+        return window - self.budgets.for_purpose(purpose)
 
     def _sampling_for(self, schema: dict[str, Any] | None) -> Sampling | None:
         """Free text (no schema) may have its own sampling: a repetition guard belongs

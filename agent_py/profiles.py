@@ -14,6 +14,8 @@ in Python: ``profile_for("cpu", "smollm2-135m-instruct-q4_1")``.
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict
 
 from agent_py.llm import Sampling
@@ -120,13 +122,33 @@ MODEL_PROFILES: dict[str, str] = {}
 ENGINE_PROFILES: dict[str, str] = {"cpu": "small"}
 
 
+SMALL_MODEL_PARAMETERS = 1_000_000_000
+"""Models below this size (by the size in their name) get the small profile on any engine."""
+_SIZE_IN_NAME = re.compile(r"(?<![0-9a-z.])(\d+(?:\.\d+)?)([mb])(?![a-z])", re.IGNORECASE)
+
+
+def parameters_in_name(model: str) -> float | None:
+    """The parameter count a model's name states (``smollm2-135m-instruct``: 135e6,
+    ``qwen2.5:0.5b``: 0.5e9), or None when it states none."""
+    found = _SIZE_IN_NAME.findall(model.rsplit("/", 1)[-1])
+    if not found:
+        return None
+    number, unit = found[-1]
+    return float(number) * (1e6 if unit.lower() == "m" else 1e9)
+
+
 def profile_for(engine: str, model: str, choice: str = "auto") -> ModelProfile:
-    """The profile named ``choice``, or with ``auto`` the one for this model and engine."""
+    """The profile named ``choice``, or with ``auto`` the one for this model and engine: a
+    model server may serve any model, so there its size (by its name) decides."""
     if choice != "auto":
         try:
             return PROFILES[choice]
         except KeyError:
             known = ", ".join(["auto", *PROFILES])
             raise ValueError(f"unknown profile {choice!r}; choose one of {known}") from None
-    name = MODEL_PROFILES.get(model) or ENGINE_PROFILES.get(engine, FULL.name)
+    name = MODEL_PROFILES.get(model) or ENGINE_PROFILES.get(engine)
+    if name is None:
+        size = parameters_in_name(model)
+        small = size is not None and size < SMALL_MODEL_PARAMETERS
+        name = SMALL.name if small else FULL.name
     return PROFILES[name]

@@ -100,6 +100,10 @@ class SuiteReport:
         }
 
 
+MODEL_SETTING = {"cpu": "cpu_model", "webllm": "model", "openai": "openai_model"}
+"""The setting that names the model, per engine."""
+
+
 def run_suite(
     tasks: list[EvalTask],
     *,
@@ -128,7 +132,7 @@ def run_suite(
             raise SetupError(f"no model engine can run: {page.why_unusable()}")
         kind = str(page.engine.get("name"))
         values = page.page.evaluate("window.agentApp.settings()") or {}
-        model = str(values.get({"cpu": "cpu_model", "webllm": "model"}.get(kind, "")) or "")
+        model = str(values.get(MODEL_SETTING.get(kind, "")) or "")
         print(f"engine: {page.engine['label']}", file=out, flush=True)
         page.set_mcp_servers([{"name": "atlas", "url": mcp_url, "transport": "fetch"}])
         report = SuiteReport(engine=kind, model=model)

@@ -164,12 +164,14 @@ class BrowserTransport(HTTPTransport):
         url: str,
         server: str | None = None,
         after_fetch: bool = False,
+        service: str = "MCP server",
     ) -> None:
         self._http = http
         self._mode = mode
         self._url = url
         self._server = server
         self._after_fetch = after_fetch
+        self._service = service
 
     async def send(
         self,
@@ -201,8 +203,8 @@ class BrowserTransport(HTTPTransport):
 
     def _label(self) -> str:
         if self._server:
-            return f"The MCP server {self._server!r} ({self._url})"
-        return f"The MCP server at {self._url}"
+            return f"The {self._service} {self._server!r} ({self._url})"
+        return f"The {self._service} at {self._url}"
 
     def _failure(
         self, url: str, timeout_s: float | None, kind: str, message: str
@@ -236,6 +238,19 @@ class BrowserTransport(HTTPTransport):
                 f"The agent_py bridge extension refused the request: {message}"
             )
         return MCPConnectionError(f"{self._label()} cannot be reached: {message}")
+
+
+def browser_transport(
+    http: HttpBridge, mode: Literal["auto", "fetch", "bridge"], *, url: str, service: str
+) -> HTTPTransport:
+    """The page's transport to one server: ``fetch``, ``bridge``, or ``auto`` (fetch, then
+    the extension when the browser blocks fetch)."""
+    if mode == "auto":
+        return FallbackTransport(
+            BrowserTransport(http, "fetch", url=url, service=service),
+            BrowserTransport(http, "bridge", url=url, service=service, after_fetch=True),
+        )
+    return BrowserTransport(http, mode, url=url, service=service)
 
 
 def browser_transport_factory(http: HttpBridge) -> TransportFactory:

@@ -50,6 +50,11 @@ class Bridge(Protocol):
     def runJavaScript(self, code: str, timeout_ms: int, output_limit: int) -> Awaitable[str]: ...
     def emit(self, event_json: str) -> None: ...
     def mcpStatus(self, status_json: str) -> None: ...
+    def engineToken(self, purpose: str, step: str | None, text: str) -> None:
+        """Streamed reply text of an engine that runs in Python (a model server)."""
+
+    def engineNote(self, text: str) -> None:
+        """A remark of an engine that runs in Python, for the live view."""
 
 
 class EngineCall(BaseModel):

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from agent_py.agent import Agent
 from agent_py.errors import SetupError
 from agent_py.events import Event
+from agent_py.llm import LLM
 from agent_py.page.engine import BridgeJSRunner, BridgeLLM
 from agent_py.page.ports import Bridge
 from agent_py.page.servers import PageServers
@@ -47,6 +48,7 @@ class PageSession:
         user: UserBridge | None = None,
     ) -> None:
         self._bridge = bridge
+        self._http = http
         # Looked up once: reading an attribute of a JavaScript object from Python is a
         # crossing of its own, and every event takes this path.
         self._send_event = bridge.emit
@@ -167,14 +169,40 @@ class PageSession:
                 ),
             ]
             self._builtin_names = [tool.name for tool in builtins]
+            in_python = self._settings.engine_kind == "openai"
             self._agent = Agent(
-                llm=BridgeLLM(self._bridge),
+                llm=self._model_server() if in_python else BridgeLLM(self._bridge),
                 tools=[*builtins, *self.servers.tools()],
                 on_event=self._emit,
+                # An engine in JavaScript streams its tokens to the UI itself.
+                on_token=self._bridge.engineToken if in_python else None,
                 config=self._settings.agent_config(),
                 session=self._session,
             )
         return self._agent
+
+    def _model_server(self) -> LLM:
+        """The model server of the settings, through the page's fetch or the extension."""
+        from agent_py.engines.model_server import ModelServerLLM, OutputFormat
+        from agent_py.page.http import browser_transport
+
+        settings = self._settings
+        if self._http is None:
+            raise SetupError("a model server cannot be reached: this page has no HTTP bridge")
+        transport = browser_transport(
+            self._http,
+            settings.openai_transport,
+            url=settings.openai_base_url,
+            service="model server",
+        )
+        return ModelServerLLM(
+            transport,
+            settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            output_format=OutputFormat(settings.openai_format),
+            keep_alive=settings.openai_keep_alive,
+            on_note=self._bridge.engineNote,
+        )
 
     def _emit(self, event: Event) -> None:
         self._send_event(event.to_json())

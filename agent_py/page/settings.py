@@ -42,12 +42,14 @@ class PageSettings(BaseModel):
         "cpu_seed",
         "cpu_temperature",
         "context_window",
+        "openai_base_url",
+        "openai_model",
     )
     """Read when the worker starts (the engines size their KV cache by ``context_window``):
     a change restarts it."""
 
-    engine: Literal["auto", "webllm", "cpu"] = "auto"
-    """auto: WebLLM on a hardware GPU, else the CPU engine."""
+    engine: Literal["auto", "webllm", "cpu", "openai"] = "auto"
+    """auto: WebLLM on a hardware GPU, else the CPU engine; openai: a model server."""
     model_url: str = ""
     """A self-hosted WebLLM model's weights (its Hugging Face-style folder URL)."""
     model_lib_url: str = ""
@@ -65,6 +67,23 @@ class PageSettings(BaseModel):
     cpu_temperature: float = Field(0.2, ge=0)
     """The CPU engine's temperature for calls whose profile sets none: a small model wanders
     at llama.cpp's default (0.8)."""
+
+    openai_base_url: str = ""
+    """The model server's OpenAI API, e.g. ``http://127.0.0.1:8080/v1``."""
+    openai_model: str = ""
+    """The model on that server (one of its ``/v1/models``)."""
+    openai_api_key: str = Field("", repr=False)
+    """Sent as a bearer token; kept in this browser like the MCP servers' tokens, never in
+    the history or a log."""
+    openai_transport: Literal["auto", "fetch", "bridge"] = "auto"
+    """fetch: the page's own (the server must allow the page's origin, CORS); bridge: the
+    extension; auto: fetch, then the extension when the browser blocks fetch."""
+    openai_format: Literal["auto", "json_schema", "json_object", "grammar", "none"] = "auto"
+    """How replies are held to a schema (``agent_py.engines.model_server.OutputFormat``); auto: by
+    the kind of server. The model server's module is imported only when it is used: it
+    brings the MCP package's transports."""
+    openai_keep_alive: str = ""
+    """Ollama's keep_alive (e.g. ``10m``): how long it keeps the model loaded."""
 
     model: str = DEFAULT_MODEL
     executor_model: str | None = None
@@ -92,8 +111,13 @@ class PageSettings(BaseModel):
 
     @property
     def planner(self) -> str:
-        """The model that plans: the CPU engine runs its own (and no executor)."""
-        return self.cpu_model if self.engine_kind == "cpu" else self.model
+        """The model that plans: the CPU engine and a model server run their own (and no
+        executor)."""
+        if self.engine_kind == "cpu":
+            return self.cpu_model
+        if self.engine_kind == "openai":
+            return self.openai_model
+        return self.model
 
     def model_profile(self) -> ModelProfile:
         return profile_for(self.engine_kind, self.planner, self.profile)
@@ -115,7 +139,9 @@ class PageSettings(BaseModel):
         return AgentConfig(
             models=ModelRoles(
                 planner=self.planner,
-                executor=None if self.engine_kind == "cpu" else self.executor_model or None,
+                executor=None
+                if self.engine_kind in ("cpu", "openai")
+                else self.executor_model or None,
             ),
             residency=self.residency,
             context_window=self.context_window,

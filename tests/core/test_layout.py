@@ -57,7 +57,7 @@ def imports_of(path: Path) -> set[str]:
 
 def room_of(module: str) -> str:
     parts = module.split(".")
-    if len(parts) > 1 and parts[1] in {"page", "mcp", "tools", "evals"}:
+    if len(parts) > 1 and parts[1] in {"page", "mcp", "tools", "evals", "engines"}:
         return parts[1]
     if len(parts) > 1 and parts[1] in ENTRY_POINTS:
         return "entry"
@@ -77,6 +77,10 @@ def broken_rules(modules: dict[str, set[str]]) -> list[str]:
             "tools never import MCP, the page or the executor",
         ),
         "mcp": ({"agent_py.page"}, "MCP never imports the page"),
+        "engines": (
+            {"agent_py.page", *EXECUTOR},
+            "engines never import the page or the executor (they may use MCP's transports)",
+        ),
     }
     broken = []
     for module, names in sorted(modules.items()):

@@ -18,7 +18,7 @@ const view = new RunView($("run-view"));
 const params = new URLSearchParams(location.search);
 // ?engine= overrides the Engine setting for this visit; "scripted" is the explicit test switch,
 // and nothing else ever selects the scripted engine.
-const ENGINES = ["auto", "webllm", "cpu", "scripted"];
+const ENGINES = ["auto", "webllm", "cpu", "openai", "scripted"];
 const engineOverride = ENGINES.includes(params.get("engine")) ? params.get("engine") : null;
 
 let worker = null;

@@ -50,6 +50,13 @@ const bridge = {
   emit(eventJson) {
     outbox.event(eventJson);
   },
+  // An engine that runs in Python (a model server, agent_py/engines/model_server.py) streams here.
+  engineToken(purpose, step, text) {
+    outbox.token(purpose, step ?? null, text);
+  },
+  engineNote(text) {
+    post(toUI.engineNote(null, null, text));
+  },
 };
 
 // --- MCP servers: agent_py.mcp in Python, HTTP through http-port.js ---------------------------
@@ -87,10 +94,25 @@ async function createEngine(choice, settings, gpu) {
     const scripted = new ScriptedEngine({ contextWindow: settings.context_window });
     return { engine: scripted, gpu, info: { name: "scripted", label: scripted.label, usable: true, reason: gpu.reason } };
   }
+  if (choice === "openai") return modelServerEngine(gpu, settings);
   if (chooseEngine(choice, gpu) === "cpu") {
     return createCpuEngine(gpu, settings, choice === "auto");
   }
   return createWebLLMEngine(gpu, settings);
+}
+
+// A model server (OpenAI's chat-completions API) is reached from Python
+// (agent_py/engines/model_server.py, over http-port.js), so there is no engine object here.
+function modelServerEngine(gpu, settings) {
+  const url = settings.openai_base_url;
+  const missing = [!url && "the server's URL", !settings.openai_model && "its model"].filter(Boolean);
+  const info = {
+    name: "openai",
+    label: url ? `Model server at ${url}` : "Model server",
+    usable: missing.length === 0,
+    reason: missing.length ? `Set ${missing.join(" and ")} in Settings (engine: model server).` : "",
+  };
+  return { engine: null, gpu, info };
 }
 
 async function createCpuEngine(gpu, settings, chosenForLackOfGpu) {
@@ -220,7 +242,7 @@ async function boot({ settings, engine: override }) {
   phase("engine");
   engine = created.engine;
   // The window the engine was made with (read once, at start: a change restarts the worker).
-  engineInfo = { ...created.info, context_window: engine.options?.contextWindow ?? null };
+  engineInfo = { ...created.info, context_window: engine?.options?.contextWindow ?? null };
   const info = await configure(settings); // again, for the engine's kind
   phase("configure");
   const timings = { agent_ready_ms: Math.round(performance.now() - t0), phases };
@@ -276,7 +298,7 @@ async function run({ question }) {
   }
   if (!engineInfo.usable) {
     post(toUI.error(engineInfo.reason || "No model engine can run in this browser."));
-    post(toUI.runFinished(null, engine.counts));
+    post(toUI.runFinished(null, engine?.counts ?? null));
     return;
   }
   running = true;
@@ -285,10 +307,10 @@ async function run({ question }) {
   try {
     const resultJson = await page.run(question);
     const overhead = { step_ms: stepClock.finish(), drains: drainsBefore === undefined ? null : loopDrains() - drainsBefore };
-    post(toUI.runFinished(JSON.parse(resultJson), engine.counts, overhead));
+    post(toUI.runFinished(JSON.parse(resultJson), engine?.counts ?? null, overhead));
   } catch (error) {
     post(toUI.error(`The agent failed: ${error.message || error}`));
-    post(toUI.runFinished(null, engine.counts));
+    post(toUI.runFinished(null, engine?.counts ?? null));
   } finally {
     running = false;
   }
