@@ -3,6 +3,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh --browser
+# The tests' OpenAI-compatible model server (llama.cpp's llama-server, native): built once
+# per machine (about 5 minutes) into .artifacts/model-server; only the tests use it.
+bash scripts/setup_model_server.sh
 
 echo "== ruff"
 .venv/bin/ruff check agent_py tests scripts playwright.config.py

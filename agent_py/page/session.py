@@ -138,6 +138,13 @@ class PageSession:
             }
         )
 
+    def server_models(self) -> str:
+        """The models the model server listed when it was last asked (at the model's load),
+        as a JSON list; [] for the other engines, or before the server answered."""
+        engine = self._agent.llm.llm if self._agent else None
+        server = getattr(engine, "server", None)
+        return json.dumps(list(server.models) if server is not None else [])
+
     async def run(self, question: str) -> str:
         """Run one task; returns the RunResult as JSON. Events stream through ``emit``."""
         result = await self._agent_with_current_tools().task(question)

@@ -20,6 +20,7 @@ from agent_py.engines.model_server import ModelServerLLM, OutputFormat, ServerKi
 from agent_py.events import AgentState
 from agent_py.llm import CallInfo, CallPurpose, LLMError, ModelRoles, Sampling
 from agent_py.mcp.httpx_transport import HttpxTransport
+from agent_py.profiles import profile_for
 from agent_py.tools import LLMGenerator
 from tests.fake_model_server import DONE, MODEL, FakeModelServer, chunk, stream
 from tests.mcp.scripted_server import Reply, Request, ScriptedServer, json_reply, sse_reply
@@ -258,3 +259,18 @@ async def test_a_server_that_ignores_the_format_meets_the_repair_path(serve) -> 
     assert any("Sure! I will greet." in m["content"] for m in repair), (
         "the repair shows the bad reply"
     )
+
+
+@pytest.mark.parametrize(
+    ("model", "profile"),
+    [
+        ("smollm2-135m-instruct-q4_1", "small"),
+        ("qwen2.5:0.5b", "small"),
+        ("/models/SmolLM2-360M-Instruct.Q8_0.gguf", "small"),
+        ("qwen3:4b", "full"),
+        ("Qwen2.5-1.5B-Instruct", "full"),
+        ("gpt-4o-mini", "full"),  # no size in the name: the full profile
+    ],
+)
+def test_a_served_model_gets_its_profile_by_the_size_in_its_name(model: str, profile: str) -> None:
+    assert profile_for("openai", model).name == profile

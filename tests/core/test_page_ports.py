@@ -52,3 +52,20 @@ async def test_a_sign_in_reply_is_read_through_the_envelope() -> None:
     # The old shape, a bare string for the error, is not the envelope.
     with pytest.raises(MCPAuthorizationError, match="unreadable answer"):
         await front_end(json.dumps({"ok": False, "error": "cancelled"})).authorize("http://as/a")
+
+
+def test_the_worker_offers_every_method_of_the_bridge() -> None:
+    """Python calls the worker's bridge object by these names (ports.Bridge); a method the
+    worker lacks would fail only when first called, in the page."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    from agent_py.page.ports import Bridge
+
+    worker = Path(__file__).resolve().parents[2] / "web" / "worker"
+    source = (worker / "worker.js").read_text() + (worker / "engine-port.js").read_text()
+    offered = set(re.findall(r"^\s*(?:async\s+)?(\w+)\s*(?:\(|:)", source, re.MULTILINE))
+    offered |= set(re.findall(r"bridge\.(\w+)\s*=", source))
+    wanted = {name for name, _ in inspect.getmembers(Bridge) if not name.startswith("_")}
+    assert wanted and wanted <= offered, sorted(wanted - offered)

@@ -202,8 +202,9 @@ function showProgress({ what, progress, text }) {
 }
 
 // The quiet line under the model bar once the model is prepared before a task (or why not).
-function showPrepared({ prefilled, prompt_tokens: tokens, ms, skipped, error, restored_tokens: restored, warning }) {
+function showPrepared({ prefilled, prompt_tokens: tokens, ms, skipped, error, restored_tokens: restored, warning, server_models: served }) {
   $("model-progress-row").hidden = false;
+  if (served) $("openai-models").replaceChildren(...served.map((id) => new Option(id, id)));
   $("progress-model").value = prefilled ? 1 : 0;
   if (error) {
     $("progress-model-text").textContent = `The model could not be prepared: ${error}`;

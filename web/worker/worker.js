@@ -276,10 +276,15 @@ async function prepareModel() {
     // there, and why a saved one was not used.
     const state = lastPrefill ? { restored_tokens: lastPrefill.restored_tokens || 0, state: lastPrefill.state } : {};
     if (lastPrefill?.state_warning) state.warning = lastPrefill.state_warning;
-    post(toUI.prepared({ ...done, ...state, ms: Math.round(performance.now() - started) }));
+    post(toUI.prepared({ ...done, ...state, ...serverModels(), ms: Math.round(performance.now() - started) }));
   } catch (error) {
-    post(toUI.prepared({ prefilled: false, error: pythonMessage(error), ms: Math.round(performance.now() - started) }));
+    post(toUI.prepared({ prefilled: false, error: pythonMessage(error), ...serverModels(), ms: Math.round(performance.now() - started) }));
   }
+}
+
+// A model server's models (what its /v1/models listed), for the Settings' model field.
+function serverModels() {
+  return engineInfo.name === "openai" ? { server_models: JSON.parse(page.server_models()) } : {};
 }
 
 async function webllmModelCached() {

@@ -1,0 +1,311 @@
+"""The model server engine in the page (headless Chromium), against a real server: llama.cpp's
+own llama-server (native) serving SmolLM2 on loopback (tests/model_server.py). The scripted
+server of tests/fake_model_server.py plays one that ignores the reply format.
+
+Without the server (scripts/setup_model_server.sh) these fail in CI and skip elsewhere."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_model_server import MODEL as FAKE_MODEL
+from tests.fake_model_server import CorsFakeModelServer, stream, threaded
+from tests.model_server import MODEL, ServerProcess, llama_server, require_server
+from tests.web.extension_support import activity, launch_with_extension, set_lists
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+SIX_TIMES_SEVEN = "Use JavaScript to compute 6 times 7."
+# A reply long enough to stop or break in the middle of: the text budget is raised, and the
+# small model writes until it runs out.
+LONG_TEXT = {
+    "budgets": {"plan": 448, "arguments": 160, "generate": 1500, "rethink": 96, "answer": 192}
+}
+LONG_TASK = "Write a very long story about a lighthouse keeper and the sea, at least 1000 words."
+GUARD_MS = 300_000  # a hang guard only: every wait below ends on an event
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with llama_server(tmp_path_factory.mktemp("model-server") / "server.log") as running:
+        yield running
+
+
+def model_server_settings(base_url: str, **more: Any) -> dict[str, Any]:
+    return {"engine": "openai", "openai_base_url": base_url, "openai_model": MODEL, **more}
+
+
+def open_app(page: Any, url: str, settings: dict[str, Any]) -> None:
+    page.add_init_script(
+        f"localStorage.setItem('agent_py.settings', {json.dumps(json.dumps(settings))});"
+    )
+    page.goto(url)
+    page.wait_for_function("document.body.dataset.status === 'ready'", timeout=GUARD_MS)
+
+
+def run(page: Any, question: str) -> None:
+    page.get_by_role("textbox", name="Task").fill(question)
+    page.get_by_role("button", name="Run").click()
+
+
+def result(page: Any) -> dict[str, Any]:
+    page.wait_for_function("window.agentApp.lastResult !== undefined", timeout=GUARD_MS)
+    return dict(page.evaluate("window.agentApp.lastResult"))
+
+
+def wait_streaming(page: Any, chars: int) -> None:
+    """Until the live view shows ``chars`` characters of the step's streamed reply."""
+    page.wait_for_function(
+        f"document.getElementById('live').textContent.length >= {chars}", timeout=GUARD_MS
+    )
+
+
+def test_a_task_runs_on_the_server_reached_directly(
+    page: Any, page_url: Any, server: ServerProcess, request_log: Any
+) -> None:
+    open_app(page, page_url("index.html"), model_server_settings(server.base_url))
+    engine = page.evaluate("window.agentApp.engine")
+    assert engine["name"] == "openai" and server.base_url in engine["label"]
+    assert page.evaluate("window.agentApp.settingsInfo().profile.name") == "small"
+    page.wait_for_function("window.agentApp.prepared !== undefined", timeout=GUARD_MS)
+    assert page.evaluate("window.agentApp.prepared.server_models") == [MODEL]
+    assert page.locator("#openai-models option").get_attribute("value") == MODEL
+
+    run(page, SIX_TIMES_SEVEN)
+    outcome = result(page)
+
+    assert outcome["state"] == "completed", outcome.get("error")
+    assert outcome["answer"].strip() == "42"
+    server_origin = server.base_url.removesuffix("/v1")
+    chats = [u for u in request_log.urls if u == f"{server.base_url}/chat/completions"]
+    assert chats, "the page's own fetch reached the server"
+    assert {u.split("/")[2] for u in request_log.urls} <= {
+        request_log.origin.split("/")[2],
+        server_origin.split("/")[2],
+    }
+
+
+def test_a_task_runs_on_the_server_through_the_extension(
+    playwright: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    browser_settings: Any,
+    page_url: Any,
+    base_url: str,
+    server: ServerProcess,
+) -> None:
+    context, worker = launch_with_extension(
+        playwright, tmp_path_factory.mktemp("profile"), browser_settings.launch_options()
+    )
+    context.set_default_timeout(browser_settings.DEFAULT_TIMEOUT_MS)
+    page_origin = base_url.rstrip("/")
+    server_origin = server.base_url.removesuffix("/v1")
+    try:
+        set_lists(worker, pages=[page_origin], targets=[server_origin])
+        page = context.new_page()
+        settings = model_server_settings(server.base_url, openai_transport="bridge")
+        open_app(page, page_url("index.html"), settings)
+
+        run(page, SIX_TIMES_SEVEN)
+        outcome = result(page)
+
+        assert outcome["state"] == "completed", outcome.get("error")
+        assert outcome["answer"].strip() == "42"
+        chats = [
+            entry
+            for entry in activity(worker)
+            if entry["method"] == "POST"
+            and entry["target"] == f"{server.base_url}/chat/completions"
+        ]
+        assert chats and all(entry["page"] == page_origin for entry in chats)
+    finally:
+        context.close()
+
+
+def test_stop_ends_a_streaming_reply_at_once_and_aborts_the_request(
+    page: Any, page_url: Any, server: ServerProcess
+) -> None:
+    open_app(page, page_url("index.html"), model_server_settings(server.base_url, **LONG_TEXT))
+    page.wait_for_function("window.agentApp.prepared !== undefined", timeout=GUARD_MS)
+    cancels = server.log.read_text(errors="replace").count("cancel task")
+
+    run(page, LONG_TASK)
+    wait_streaming(page, 200)
+    page.get_by_role("button", name="Stop").click()
+    outcome = result(page)
+
+    assert outcome["state"] == "cancelled", outcome
+    # The server saw the request go away (llama-server cancels the task when the client leaves).
+    server.wait_log("cancel task", seen=cancels)
+
+
+def test_a_server_killed_mid_reply_fails_the_run_clearly_and_loses_no_history(
+    page: Any, page_url: Any, tmp_path: Path
+) -> None:
+    with llama_server(tmp_path / "server.log") as doomed:
+        open_app(page, page_url("index.html"), model_server_settings(doomed.base_url, **LONG_TEXT))
+        run(page, LONG_TASK)
+        # In the middle of the step's reply (not between two calls): its step is running and
+        # its text is streaming.
+        page.wait_for_selector('#run-view [data-step][data-status="running"]', timeout=GUARD_MS)
+        wait_streaming(
+            page, page.evaluate("document.getElementById('live').textContent.length") + 100
+        )
+        doomed.kill()
+        outcome = result(page)
+
+    # The step whose reply was cut says so; the run then fails on the server's absence (a
+    # re-plan cannot reach it), naming the server.
+    assert outcome["state"] == "failed"
+    broken = [s for s in outcome["steps"] if "broke in the middle of a reply" in s["output"]]
+    assert broken and not broken[0]["ok"], outcome["steps"]
+    assert doomed.base_url in outcome["error"], outcome["error"]
+    page.reload()
+    page.wait_for_function("document.body.dataset.status === 'ready'", timeout=GUARD_MS)
+    assert f"{LONG_TASK} — failed" in page.locator("#sessions").inner_text()
+    page.get_by_role("button", name=f"Open session {LONG_TASK}").click()
+    turn = page.locator('#run-view .turn[data-state="failed"]')
+    assert turn.locator(".turn-question").text_content() == LONG_TASK
+    assert "broke in the middle of a reply" in (turn.text_content() or "")
+    failure = turn.locator(".outcome .failure")
+    failure.wait_for()
+    assert doomed.base_url in (failure.text_content() or "")
+
+
+def test_a_wrong_model_and_an_unreachable_server_fail_with_what_to_change(
+    page: Any, page_url: Any, server: ServerProcess
+) -> None:
+    open_app(
+        page,
+        page_url("index.html"),
+        {**model_server_settings(server.base_url), "openai_model": "nope"},
+    )
+    run(page, SIX_TIMES_SEVEN)
+    wrong = result(page)
+    assert wrong["state"] == "failed"
+    assert f"no model called 'nope'; it serves: {MODEL}" in wrong["error"]
+
+    page.goto("about:blank")
+    open_app(page, page_url("index.html"), model_server_settings("http://127.0.0.1:9/v1"))
+    run(page, SIX_TIMES_SEVEN)
+    unreachable = result(page)
+    assert unreachable["state"] == "failed"
+    assert "cannot be reached" in unreachable["error"] or "not running" in unreachable["error"]
+    assert "OLLAMA_ORIGINS" in unreachable["error"]
+
+
+def test_a_server_that_ignores_the_reply_format_meets_the_repair(page: Any, page_url: Any) -> None:
+    """The plan comes back as prose (the format was ignored); the one repair call gets a plan,
+    and the run goes on to the answer."""
+    plan = {
+        "tasks": [
+            {
+                "task_id": "t1",
+                "task_goal": "multiply",
+                "steps": [
+                    {
+                        "step_id": "s1",
+                        "step_goal": "6 times 7",
+                        "tool_name": "javascript_execute",
+                        "expected_output": "the product",
+                        "input": "return 6 * 7;",
+                    }
+                ],
+            }
+        ]
+    }
+    fake = CorsFakeModelServer(
+        stream("I would multiply the numbers."),
+        stream(json.dumps(plan)),
+        stream("42"),
+    )
+    with threaded(fake) as base_url:
+        open_app(
+            page,
+            page_url("index.html"),
+            model_server_settings(base_url, openai_model=FAKE_MODEL, profile="small"),
+        )
+        run(page, SIX_TIMES_SEVEN)
+        outcome = result(page)
+
+    plans = [chat for chat in fake.chats if "grammar" in chat or "response_format" in chat]
+    assert plans, "the plan call asked for a format, which the server ignored"
+    assert any(
+        "I would multiply the numbers." in message["content"]
+        for chat in fake.chats[1:]
+        for message in chat["messages"]
+    ), "a repair call showed the model its unreadable plan"
+    assert outcome["state"] == "completed", outcome.get("error")
+    assert outcome["answer"].strip() == "42"
+
+
+def terminal(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent_py", "run", "--fresh-browser", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=GUARD_MS / 1000,
+    )
+
+
+def test_the_terminal_runs_a_task_on_the_server_and_exits_1_on_a_bad_one(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    require_server()
+    history = str(tmp_path / "run.jsonl")
+    ok = terminal(
+        "--engine",
+        "openai",
+        "--base-url",
+        server.base_url,
+        "--model",
+        MODEL,
+        "--history",
+        history,
+        SIX_TIMES_SEVEN,
+    )
+    assert ok.returncode == 0, ok.stderr
+    lines = ok.stdout.splitlines()
+    assert "42" in lines
+    assert any(
+        line.startswith("total ") and line.split()[1].replace(".", "").isdigit() for line in lines
+    )
+
+    wrong = terminal(
+        "--engine",
+        "openai",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "nope",
+        "--history",
+        history,
+        SIX_TIMES_SEVEN,
+    )
+    assert wrong.returncode == 1
+    assert "no model called 'nope'" in wrong.stderr
+
+    gone = terminal(
+        "--engine",
+        "openai",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        MODEL,
+        "--history",
+        history,
+        SIX_TIMES_SEVEN,
+    )
+    assert gone.returncode == 1
+    assert "127.0.0.1:9" in gone.stderr
+
+    usage = terminal("--engine", "openai", "--model", MODEL, SIX_TIMES_SEVEN)
+    assert usage.returncode == 2 and "--base-url" in usage.stderr
