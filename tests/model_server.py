@@ -70,6 +70,11 @@ def llama_server(log: Path, *, n_ctx: int = 4096, threads: int = 2) -> Iterator[
         str(n_ctx),
         "--threads",
         str(threads),
+        # One slot: each request finds the cache the one before left, so a run is repeatable
+        # (with several slots a request may land on any of them, and a greedy small model's
+        # replies turn on the tiny differences between a cached and a recomputed prefix).
+        "--parallel",
+        "1",
     ]
     with log.open("wb") as output:
         process = subprocess.Popen(
