@@ -60,6 +60,10 @@ class FakeModelServer:
             return json_reply({"default_generation_settings": {"n_ctx": 2048}})
         if path == "/api/version" and self.kind == "ollama":
             return json_reply({"version": "0.9.0"})
+        if path == "/api/show" and self.kind == "ollama":
+            return json_reply(
+                {"parameters": 'num_ctx                        8192\nstop "<|im_end|>"'}
+            )
         if path.endswith("/chat/completions"):
             body = request.json()
             if body.get("max_tokens") == 1:  # the engine's prefill: not a scripted call

@@ -25,6 +25,7 @@ as thinking and keeps out of answers.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -144,6 +145,8 @@ class ModelServerLLM(LLM):
                     f"the model server at {self.base_url} has no model called {model!r}; it "
                     f"serves: {served}. Choose one of them in Settings (or with --model)."
                 )
+        if self.server.kind is ServerKind.OLLAMA:
+            self.server.context_window = await self._ollama_window(model)
         self._loaded = model
 
     async def unload(self) -> None:
@@ -207,21 +210,43 @@ class ModelServerLLM(LLM):
             info.kind = ServerKind.LLAMA_CPP_PYTHON
         return info
 
-    async def _get_json(self, url: str, *, required: bool = False, limit: int = LIST_LIMIT) -> Any:
-        """A GET's JSON answer; None when an optional endpoint is missing or not JSON."""
+    async def _ollama_window(self, model: str) -> int | None:
+        """The window Ollama runs ``model`` with, where its parameters set one (``num_ctx``);
+        otherwise Ollama's own default applies, which it does not report."""
+        shown = await self._get_json(
+            f"{api_root(self.base_url)}/api/show", body={"model": model}, limit=4 * 1024 * 1024
+        )
+        parameters = shown.get("parameters") if isinstance(shown, dict) else None
+        found = re.search(r"^\s*num_ctx\s+(\d+)", str(parameters or ""), re.MULTILINE)
+        return int(found.group(1)) if found else None
+
+    async def _get_json(
+        self,
+        url: str,
+        *,
+        required: bool = False,
+        limit: int = LIST_LIMIT,
+        body: dict[str, Any] | None = None,
+    ) -> Any:
+        """A GET's JSON answer (a POST's, with ``body``); None when an optional endpoint is
+        missing or not JSON."""
+        method, payload = ("POST", json.dumps(body).encode()) if body is not None else ("GET", None)
+        headers = (
+            {**self._headers(), "Content-Type": "application/json"} if body else self._headers()
+        )
         try:
-            response = await self._transport.send("GET", url, self._headers(), None, 30.0)
+            response = await self._transport.send(method, url, headers, payload, 30.0)
         except MCPError as error:
             if required:
                 raise LLMError(self._unreachable(error)) from None
             return None
-        body, _ = await response.read(limit)
+        answer, _ = await response.read(limit)
         if response.status != 200:
             if required:
-                raise LLMError(self._http_error(url, response.status, body))
+                raise LLMError(self._http_error(url, response.status, answer))
             return None
         try:
-            return json.loads(body)
+            return json.loads(answer)
         except ValueError:
             if required:
                 raise LLMError(f"{url} answered with something that is not JSON") from None

@@ -127,7 +127,10 @@ async def test_the_format_follows_the_kind_of_server(serve) -> None:
     assert llm.server.context_window is None
     llama = await serve(FakeModelServer(stream("x"), kind="llama.cpp"))
     await llama.reload(MODEL)
-    assert llama.context_window == 2048
+    assert llama.context_window == 2048, "llama.cpp's /props"
+    ollama = await serve(FakeModelServer(stream("x"), kind="ollama"))
+    await ollama.reload(MODEL)
+    assert ollama.context_window == 8192, "the model's num_ctx in Ollama's /api/show"
 
 
 async def test_sampling_reaches_the_server_by_its_names(serve) -> None:
