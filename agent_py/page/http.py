@@ -172,6 +172,8 @@ class BrowserTransport(HTTPTransport):
         self._server = server
         self._after_fetch = after_fetch
         self._service = service
+        # What the page's settings call the choice of fetch or bridge for this server.
+        self._setting = "transport" if service == "MCP server" else "connection"
 
     async def send(
         self,
@@ -220,7 +222,7 @@ class BrowserTransport(HTTPTransport):
                     f"{self._label()} cannot be reached from the page: the browser blocked the "
                     "request (the server sends no CORS headers) or could not connect (the server "
                     "is not running). For a server without CORS headers choose the 'auto' or "
-                    f"'bridge' transport. {hint}"
+                    f"'bridge' {self._setting}. {hint}"
                 )
             return MCPConnectionError(f"{self._label()} cannot be reached: {message}")
         if kind == "no-bridge":
