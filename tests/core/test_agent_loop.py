@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from support import (
@@ -31,6 +32,8 @@ from agent_py import (
     Message,
     PlanShape,
     ScriptedLLM,
+    ToolContext,
+    ToolResult,
 )
 from agent_py.budget import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 from agent_py.llm import CallPurpose
@@ -255,22 +258,42 @@ async def test_tool_exception_and_timeout_are_observations() -> None:
     assert result.error is not None and result.error.startswith("every step failed: s1 (broken)")
 
 
+class MeetingTool(SleepTool):
+    """Each call waits until all ``expected`` calls have started: calls that run one after
+    another never meet, and the hang guard ends them."""
+
+    name = "sleep"
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.started = 0
+        self.all_started = asyncio.Event()
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        self.started += 1
+        if self.started == self.expected:
+            self.all_started.set()
+        try:
+            await asyncio.wait_for(self.all_started.wait(), 60)
+        except TimeoutError:
+            return ToolResult("ran alone", is_error=True)
+        return ToolResult("met the others")
+
+
 async def test_steps_of_a_task_run_concurrently() -> None:
     llm = ScriptedLLM.replaying(
         {
-            "plan": plan_reply([step(f"s{i}", "sleep", {"seconds": 0.6}) for i in range(1, 4)]),
+            "plan": plan_reply([step(f"s{i}", "sleep", {"seconds": 0}) for i in range(1, 4)]),
             "rethink": "<status>done</status><final>rested</final>",
         }
     )
-    agent, _ = make_agent(llm, SleepTool())
+    meeting = MeetingTool(expected=3)
+    agent, _ = make_agent(llm, meeting)
 
-    started = time.perf_counter()
     result = await agent.task("rest three times")
-    elapsed = time.perf_counter() - started
 
-    assert [s.ok for s in result.steps] == [True, True, True]
-    # Sequential would take 1.8 s; concurrent takes the longest step plus overhead.
-    assert elapsed < 1.2, elapsed
+    # Each step waited for the other two to start: only steps that run at once get there.
+    assert [s.output for s in result.steps] == ["met the others"] * 3
 
 
 async def test_max_steps_stops_the_run() -> None:

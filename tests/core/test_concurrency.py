@@ -72,10 +72,8 @@ async def test_run_abandonable_leaves_a_stubborn_run_behind_at_its_limit() -> No
         finished.set()
         return "late"
 
-    started = time.perf_counter()
     assert await run_abandonable(stubborn(), 0.1, TIMED_OUT) is TIMED_OUT
-    assert time.perf_counter() - started < 0.4
-    assert not finished.is_set()
+    assert not finished.is_set(), "it returned at its limit, before the run ended"
     await asyncio.wait_for(finished.wait(), 10)  # let it end before the loop closes
 
 

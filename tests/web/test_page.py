@@ -150,8 +150,9 @@ def test_stop_ends_a_running_task_and_the_ui_says_so(page: Any, scripted: str) -
     started = time.monotonic()
     page.get_by_role("button", name="Stop").click()
 
-    assert wait_final(page, timeout=8_000) == "cancelled"
-    assert time.monotonic() - started < 8
+    # Stopped, not finished: the reply would have taken 30 s (the wait is only a hang guard).
+    assert wait_final(page, timeout=90_000) == "cancelled"
+    assert time.monotonic() - started < 25
     assert page.locator("#status").inner_text() == "Stopped by the user"
     assert page.get_by_text("Stopped by the user.").is_visible()
     assert page.get_by_role("button", name="Run").is_enabled()
@@ -223,8 +224,10 @@ def test_an_infinite_loop_is_killed_at_its_timeout_while_the_ui_answers(
     assert page.locator("#settings-details").get_attribute("open") is not None
     assert page.evaluate("1 + 1") == 2
 
-    page.wait_for_selector('[data-step="s1"][data-status="failed"]', timeout=10_000)
-    assert time.monotonic() - started < 2 + 4
+    # Killed at its 2 s limit: an endless loop never ends by itself (the wait is a hang guard,
+    # the bound leaves a busy machine room).
+    page.wait_for_selector('[data-step="s1"][data-status="failed"]', timeout=90_000)
+    assert time.monotonic() - started < 2 + 20
     assert "longer than 2 s" in (page.locator('[data-step="s1"] .output pre').text_content() or "")
     assert wait_final(page) == "failed"  # its only step failed: the run did not do the task
 

@@ -43,7 +43,7 @@ def add_server(page: Any, name: str, url: str) -> None:
 
 def server_item(page: Any, name: str, state: str) -> Any:
     item = page.locator(f'#mcp-server-list li[data-server="{name}"][data-state="{state}"]')
-    item.wait_for(timeout=20_000)
+    item.wait_for(timeout=90_000)  # a hang guard: the server connects in about a second
     return item
 
 
