@@ -147,6 +147,11 @@ class LLM(ABC):
     def count_tokens(self, text: str) -> int:
         return estimate_tokens(text)
 
+    async def count_tokens_exact(self, texts: list[str]) -> list[int] | None:
+        """Each text's token count by the loaded model's own tokenizer, or None where the
+        engine has none to offer (then :meth:`count_tokens` estimates)."""
+        return None
+
     @property
     def context_window(self) -> int | None:
         """The loaded model's context window where the engine knows it (a model server
@@ -308,6 +313,8 @@ class ModelStats:
 
 
 ModelEventCallback = Callable[[str, dict[str, Any]], None]
+EXACT_COUNTS_KEPT = 4096
+"""Texts whose real token counts are kept (the fixed prompt parts, each run's messages)."""
 
 # Set while a unit of model work holds the engine under per_step, so nested units and the
 # calls inside them do not reload again. Context variables follow asyncio tasks.
@@ -333,6 +340,8 @@ class ManagedLLM:
         self._memory_pressure = False
         self.tokens_per_estimate = 1.0
         """Real prompt tokens per estimated token, at least 1 (see :meth:`_calibrate`)."""
+        self._exact: dict[tuple[str, str], int] = {}
+        """Token counts by the engine's tokenizer, per (model, text) (see :meth:`measure`)."""
         self._call_lock = asyncio.Lock()
         self._unit_lock = asyncio.Lock()
 
@@ -352,8 +361,34 @@ class ManagedLLM:
         return self.llm.context_window
 
     def count_tokens(self, text: str) -> int:
-        """The engine's estimate, scaled up once a reply showed that it under-counts."""
+        """The count by the engine's tokenizer where :meth:`measure` took it; else the
+        engine's estimate, scaled up once a reply showed that it under-counts."""
+        exact = self._exact.get((self.llm.loaded_model or "", text))
+        if exact is not None:
+            return exact
         return math.ceil(self.llm.count_tokens(text) * self.tokens_per_estimate)
+
+    async def measure(self, texts: Sequence[str]) -> None:
+        """Count ``texts`` with the loaded model's tokenizer, where the engine has one, so
+        :meth:`count_tokens` gives real counts for them. Nothing is loaded for it: before the
+        first load (the page loads the model while the user types) the estimate stands."""
+        model = self.llm.loaded_model
+        if model is None:
+            return
+        wanted = sorted({text for text in texts if (model, text) not in self._exact})
+        if not wanted:
+            return
+        async with self._call_lock:
+            if self.llm.loaded_model != model:
+                return
+            counts = await self.llm.count_tokens_exact(wanted)
+        if counts is None or len(counts) != len(wanted):
+            return
+        if len(self._exact) + len(wanted) > EXACT_COUNTS_KEPT:
+            self._exact.clear()  # prompts of earlier runs; the fixed parts come back at once
+        self._exact.update(
+            {(model, text): count for text, count in zip(wanted, counts, strict=True)}
+        )
 
     def _calibrate(self, messages: list[Message], reply: ChatReply) -> None:
         """Learn from the prompt tokens the engine's own tokenizer counted. Only an estimate

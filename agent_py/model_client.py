@@ -85,6 +85,7 @@ class ModelClient:
     async def prefill(self, messages: list[Message], purpose: CallPurpose) -> Usage | None:
         """Prefill ``messages``, fitted as :meth:`ask` fits them, into the engine's cache, so
         a later call that starts with them skips their prefill (see ``ManagedLLM.prefill``)."""
+        await self.llm.measure([message["content"] for message in messages])
         try:
             fitted = fit_messages(messages, self.prompt_budget(purpose), self.llm.count_tokens)
         except PromptTooLargeError as error:
@@ -105,6 +106,7 @@ class ModelClient:
 
         ``sampling`` replaces the client's own for this call."""
         max_tokens = self.budgets.for_purpose(purpose)
+        await self.llm.measure([message["content"] for message in messages])
         try:
             fitted = fit_messages(messages, self.prompt_budget(purpose), self.llm.count_tokens)
         except PromptTooLargeError as error:

@@ -60,6 +60,9 @@ class FakeModelServer:
             return json_reply({"default_generation_settings": {"n_ctx": 2048}})
         if path == "/api/version" and self.kind == "ollama":
             return json_reply({"version": "0.9.0"})
+        if path == "/tokenize" and self.kind == "llama.cpp":
+            # A tokenizer that counts a token per word: far from the agent's estimate.
+            return json_reply({"tokens": list(range(len(request.json()["content"].split())))})
         if path == "/api/show" and self.kind == "ollama":
             return json_reply(
                 {"parameters": 'num_ctx                        8192\nstop "<|im_end|>"'}

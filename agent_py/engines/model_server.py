@@ -174,6 +174,27 @@ class ModelServerLLM(LLM):
             )
             return await self._stream(messages, call, OutputFormat.NONE, on_token)
 
+    async def count_tokens_exact(self, texts: list[str]) -> list[int] | None:
+        """Counts by the server's tokenizer: llama.cpp's ``/tokenize``, llama-cpp-python's
+        ``/extras/tokenize/count``; None for servers without one (or when it fails)."""
+        kind = self.server.kind if self.server else None
+        root = api_root(self.base_url)
+        counts: list[int] = []
+        for text in texts:
+            if kind is ServerKind.LLAMA_CPP:
+                answer = await self._get_json(f"{root}/tokenize", body={"content": text})
+                tokens = answer.get("tokens") if isinstance(answer, dict) else None
+                count = len(tokens) if isinstance(tokens, list) else None
+            elif kind is ServerKind.LLAMA_CPP_PYTHON:
+                answer = await self._get_json(f"{root}/extras/tokenize/count", body={"input": text})
+                count = answer.get("count") if isinstance(answer, dict) else None
+            else:
+                return None
+            if not isinstance(count, int):
+                return None
+            counts.append(count)
+        return counts
+
     async def prefill(self, messages: list[Message], call: CallInfo) -> Usage | None:
         """A one-token request with the prompt that later calls start with: llama.cpp's
         servers and Ollama keep the longest prefix they saw, so those calls compute only

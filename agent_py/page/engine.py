@@ -65,6 +65,10 @@ class BridgeLLM(LLM):
         reply = _checked(await self._bridge.engineChat(json.dumps(messages), call_json))
         return ChatReply(text=reply.text, usage=reply.usage, finish_reason=reply.finish_reason)
 
+    async def count_tokens_exact(self, texts: list[str]) -> list[int] | None:
+        reply = _checked(await self._bridge.engineTokenize(json.dumps(texts)))
+        return reply.counts
+
     async def prefill(self, messages: list[Message], call: CallInfo) -> Usage | None:
         call_json = EngineCall.of(call).model_dump_json(by_alias=True)
         reply = _checked(await self._bridge.enginePrefill(json.dumps(messages), call_json))

@@ -37,6 +37,9 @@ class FakeBridge:
         self.calls.append(("unload", None))
         return json.dumps({"ok": True})
 
+    async def engineTokenize(self, texts_json: str) -> str:
+        return json.dumps({"ok": True, "counts": None})  # an engine without a tokenizer
+
     async def engineInterrupt(self) -> str:
         return json.dumps({"ok": True})
 

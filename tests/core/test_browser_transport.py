@@ -265,6 +265,9 @@ class PageBridge:
     async def engineUnload(self) -> str:
         return json.dumps({"ok": True})
 
+    async def engineTokenize(self, texts_json: str) -> str:
+        return json.dumps({"ok": True, "counts": None})  # an engine without a tokenizer
+
     async def engineInterrupt(self) -> str:
         return json.dumps({"ok": True})
 

@@ -277,3 +277,12 @@ async def test_a_server_that_ignores_the_format_meets_the_repair_path(serve) -> 
 )
 def test_a_served_model_gets_its_profile_by_the_size_in_its_name(model: str, profile: str) -> None:
     assert profile_for("openai", model).name == profile
+
+
+async def test_token_counts_come_from_the_servers_tokenizer_where_it_has_one(serve) -> None:
+    llama = await serve(FakeModelServer(stream("x"), kind="llama.cpp"))
+    await llama.reload(MODEL)
+    assert await llama.count_tokens_exact(["one two three", "four"]) == [3, 1]
+    other = await serve(FakeModelServer(stream("x")))
+    await other.reload(MODEL)
+    assert await other.count_tokens_exact(["one two three"]) is None

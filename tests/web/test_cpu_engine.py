@@ -329,6 +329,21 @@ def test_the_instruct_model_uses_the_template_in_its_gguf(cpu: CPUHarness) -> No
     assert 20 <= reply["usage"]["prompt_tokens"] <= 26
 
 
+def test_token_counts_come_from_the_models_own_tokenizer(cpu: CPUHarness) -> None:
+    """What the agent's prompt budget counts with (ManagedLLM.measure): each message's text
+    by the model's tokenizer; with the template's own tokens they make the prompt's count."""
+    cpu.ensure_loaded(INSTRUCT_MODEL)
+    texts = [message["content"] for message in TEMPLATE_PROBE]
+    counts = cpu.call("texts => cpu.countTokens(texts)", texts)
+    assert all(isinstance(n, int) and n > 0 for n in counts), counts
+    reply = cpu.chat(TEMPLATE_PROBE, model=INSTRUCT_MODEL, max_tokens=1)
+    # ChatML adds "<|im_start|>role\n" and "<|im_end|>\n" per message, and the reply's
+    # "<|im_start|>assistant\n": 3 to 6 tokens a message.
+    template_tokens = reply["usage"]["prompt_tokens"] - sum(counts)
+    assert 3 * len(texts) <= template_tokens <= 6 * len(texts) + 3, (counts, reply["usage"])
+    assert cpu.call("texts => cpu.countTokens(texts)", ["", "Paris"])[0] == 0
+
+
 def test_the_instruct_model_answers_a_short_question(cpu: CPUHarness) -> None:
     cpu.ensure_loaded(INSTRUCT_MODEL)
     answer = cpu.capital_of_france()

@@ -309,3 +309,30 @@ def test_the_terminal_runs_a_task_on_the_server_and_exits_1_on_a_bad_one(
 
     usage = terminal("--engine", "openai", "--model", MODEL, SIX_TIMES_SEVEN)
     assert usage.returncode == 2 and "--base-url" in usage.stderr
+
+
+def test_the_servers_own_tokenizer_counts_the_prompt(server: ServerProcess) -> None:
+    """llama-server's /tokenize, as the agent's prompt budget uses it: the messages' counts
+    and the chat template's few tokens a message make the prompt the server reports."""
+    import asyncio
+
+    from agent_py.engines.model_server import ModelServerLLM
+    from agent_py.llm import CallInfo, CallPurpose
+    from agent_py.mcp.httpx_transport import HttpxTransport
+
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Count from one to ten."},
+    ]
+
+    async def measure() -> tuple[list[int] | None, int]:
+        llm = ModelServerLLM(HttpxTransport(), server.base_url)
+        await llm.reload(MODEL)
+        counts = await llm.count_tokens_exact([m["content"] for m in messages])
+        call = CallInfo(purpose=CallPurpose.GENERATE, model=MODEL, max_tokens=1)
+        reply = await llm.chat(messages, call)
+        return counts, reply.usage.prompt_tokens
+
+    counts, prompt_tokens = asyncio.run(measure())
+    assert counts is not None and all(n > 0 for n in counts), counts
+    assert 3 * len(messages) <= prompt_tokens - sum(counts) <= 6 * len(messages) + 3

@@ -1,7 +1,7 @@
 // Module Worker of the CPU engine harness (cpu_engine_harness.html): owns one CpuEngine,
 // as web/worker/worker.js does, and answers the page's calls. Each method gets {id} of the call first.
 //   page -> worker  {id, method: "info" | "create" | "reload" | "chat" | "interrupt" |
-//                    "unload" | "counts", args: [...]}
+//                    "unload" | "counts" | "countTokens", args: [...]}
 //   worker -> page  {id, result} | {id, error: {name, message}}
 //                   {type: "token", id, text, ms}      streamed output of chat call `id`
 //                   {type: "progress", progress, text} model loading
@@ -63,6 +63,7 @@ const methods = {
   /** The key under which prefill(messages) keeps its state (a URL in Cache Storage). */
   stateKeyOf: (_call, messages) => currentEngine().stateKeyOf(messages),
 
+  countTokens: (_call, texts) => currentEngine().countTokens(texts),
   interrupt: (_call) => engine?.interrupt(),
   unload: (_call) => currentEngine().unload(),
   counts: (_call) => {

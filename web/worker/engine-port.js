@@ -16,6 +16,8 @@ import { describeEngineError } from "./engines/errors.js";
  * @property {((messages: object[], call: EngineCall,
  *   onProgress?: (p: {done: number, total: number}) => void) => Promise<object>)=} prefill
  *   computes and keeps the prompt's KV cache (engines without one leave it out)
+ * @property {((texts: string[]) => Promise<number[]|null>)=} countTokens  each text's token
+ *   count by the loaded model's tokenizer (engines without one leave it out)
  * @property {{reloads: number, unloads: number}} counts
  * @property {string} label
  * @property {string|null} loadedModel
@@ -76,6 +78,16 @@ export function createEnginePort(engine, outbox, clock, onPrefilled = () => {}) 
         const onNote = (text) => post(toUI.engineNote(call.purpose, call.step, text));
         const messages = JSON.parse(messagesJson);
         return bridgeOk(await clock.engineTime(() => engine().chat(messages, call, onToken, onNote)));
+      } catch (error) {
+        return engineFailed(error);
+      }
+    },
+    // Each text's token count by the loaded model's tokenizer (agent_py's ManagedLLM.measure);
+    // engines without one answer counts: null, and the agent estimates.
+    async engineTokenize(textsJson) {
+      if (typeof engine().countTokens !== "function") return bridgeOk({ counts: null });
+      try {
+        return bridgeOk({ counts: await engine().countTokens(JSON.parse(textsJson)) });
       } catch (error) {
         return engineFailed(error);
       }

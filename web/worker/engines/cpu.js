@@ -190,6 +190,13 @@ export class CpuEngine {
     for (const target of this.generations) worker?.postMessage({ id: 0, op: "abort", args: { target } });
   }
 
+  /** Each text's token count by the loaded model's tokenizer (special tokens parsed, none
+   * added: a message's text as it sits inside the chat template). */
+  async countTokens(texts) {
+    this.checkLoaded({ model: null });
+    return Promise.all(texts.map((text) => this.request("tokenize", { text })));
+  }
+
   async chat(messages, call, onToken) {
     this.checkLoaded(call);
     const prompt = await this.format(messages);
