@@ -27,6 +27,12 @@ export const LIMITS = {
   maxOpenPrompts: 3, // more unanswered questions than this and new ones are refused
   activityPerPage: 50, // log entries kept per page origin: one page cannot push out another's
   activityPages: 16, // page origins kept in the log (the least recent is dropped)
+  // One entry's text: a page chooses a request's path and method, and megabytes of them
+  // filled storage.session (10 MB) and froze the options page. Cut to a prefix and the length.
+  activityFieldChars: { page: 200, method: 24, target: 300, address: 64, result: 400 },
+  activityBytes: 1024 * 1024, // the whole log, as JSON: the oldest entries go first past this
+  maxInFlightPerPage: 16, // a page's requests at once, waiting on a prompt included: one page
+  // cannot take another's share of maxInFlight
 };
 
 export const METHODS = ["GET", "POST", "DELETE"];
@@ -204,12 +210,37 @@ export function addressRefusal(origin, ip) {
   return `${origin} resolved to ${ip} (${WHERE[used]}), not ${WHERE[expected]}: refused (DNS rebinding?).`;
 }
 
-/** Adds `entry` to the log, keeping at most LIMITS.activityPerPage entries per page origin. */
+/** `text` cut to `limit` characters, saying how long it was. */
+export function cutText(text, limit) {
+  const value = String(text ?? "");
+  return value.length <= limit ? value : `${value.slice(0, limit)}… (${value.length} characters)`;
+}
+
+/** The entry as the log keeps it: each text field cut (LIMITS.activityFieldChars). */
+export function boundedEntry(entry) {
+  const bounded = { ...entry };
+  for (const [field, limit] of Object.entries(LIMITS.activityFieldChars)) {
+    if (typeof bounded[field] === "string") bounded[field] = cutText(bounded[field], limit);
+  }
+  return bounded;
+}
+
+/**
+ * Adds `entry` (cut by boundedEntry) to the log, keeping at most LIMITS.activityPerPage entries
+ * per page origin, LIMITS.activityPages pages, and LIMITS.activityBytes in all (the oldest
+ * entries of the page with the most go first).
+ */
 export function addActivity(log, entry) {
+  const kept = boundedEntry(entry);
   const byPage = { ...log };
-  byPage[entry.page] = [entry, ...(byPage[entry.page] || [])].slice(0, LIMITS.activityPerPage);
+  byPage[kept.page] = [kept, ...(byPage[kept.page] || [])].slice(0, LIMITS.activityPerPage);
   const pages = Object.keys(byPage).sort((a, b) => (byPage[b][0].time < byPage[a][0].time ? -1 : 1));
   for (const page of pages.slice(LIMITS.activityPages)) delete byPage[page];
+  while (JSON.stringify(byPage).length > LIMITS.activityBytes) {
+    const largest = Object.keys(byPage).sort((a, b) => byPage[b].length - byPage[a].length)[0];
+    byPage[largest] = byPage[largest].slice(0, -1);
+    if (!byPage[largest].length) delete byPage[largest];
+  }
   return byPage;
 }
 

@@ -38,6 +38,7 @@ const PAGE_STOPPED = "the page stopped reading";
 const REVOKED = "revoked: ";
 
 let inFlight = 0;
+const pageInFlight = new Map(); // page origin -> its requests at once (LIMITS.maxInFlightPerPage)
 const running = new Map(); // request id -> {page, server, tabId, revoke(why)}
 let nextRequestId = 1;
 
@@ -369,6 +370,7 @@ async function relay(port, pageOrigin, request, abortByPage) {
   const deadline = setTimeout(() => abort("time limit"), LIMITS.maxDurationMs);
   let status = null; // once the headers are in
   inFlight += 1;
+  pageInFlight.set(pageOrigin, (pageInFlight.get(pageOrigin) || 0) + 1);
   try {
     if (!(await trustedStorage)) throw new Refusal("This browser cannot keep the bridge's rules from web pages' content scripts; update it.");
     const tabId = port.sender?.tab?.id;
@@ -380,6 +382,9 @@ async function relay(port, pageOrigin, request, abortByPage) {
     }
     if (policy.paused) throw new Refusal("The agent_py bridge is paused; switch it back on in its options.");
     if (inFlight > LIMITS.maxInFlight) throw new Refusal(`More than ${LIMITS.maxInFlight} requests at once; try again.`);
+    if (pageInFlight.get(pageOrigin) > LIMITS.maxInFlightPerPage) {
+      throw new Refusal(`More than ${LIMITS.maxInFlightPerPage} requests at once from ${pageOrigin}; try again.`);
+    }
     const checked = checkRequest(request);
     if (!checked.ok) throw new Refusal(checked.reason);
     const target = parseOrigin(request.url);
@@ -411,6 +416,9 @@ async function relay(port, pageOrigin, request, abortByPage) {
   } finally {
     running.delete(id);
     inFlight -= 1;
+    const left = pageInFlight.get(pageOrigin) - 1;
+    if (left > 0) pageInFlight.set(pageOrigin, left);
+    else pageInFlight.delete(pageOrigin);
     clearTimeout(deadline);
     logActivity(entry);
     if (connected) port.disconnect();

@@ -704,6 +704,50 @@ def test_a_noisy_page_cannot_push_another_page_out_of_the_log(
     options.close()
 
 
+def test_huge_paths_and_methods_cannot_flood_the_log_or_freeze_the_options(
+    extension: tuple[Any, Any],
+    probe: Any,
+    plain: PlainServer,
+    base_url: str,
+    page_origin: str,
+) -> None:
+    """Refused requests with megabyte paths and methods from an approved page: each entry is
+    cut to a prefix with its length, the log stays small, another page is still logged, and
+    the options page (which holds Revoke, Remove and Pause) renders at once."""
+    context, worker = extension
+    other_origin = base_url.replace("127.0.0.1", "localhost").rstrip("/")
+    set_policy(worker, {page_origin: [plain.origin], other_origin: [plain.origin]})
+    refused = probe.evaluate(
+        """url => Promise.all(Array.from({length: 40}, (_, i) => window.bridgeFetch({
+            url: url + "/" + "p".repeat(1024 * 1024) + i,
+            method: "M".repeat(i % 2 ? 1024 * 1024 : 100 * 1024)}))).then(all =>
+            all.filter(a => a.error && a.error.kind === "refused").length)""",
+        plain.origin,
+    )
+    assert refused == 40
+    other = open_probe(context, other_origin + "/bridge-probe.html")
+    assert bridge_fetch(other, plain.origin + "/echo", method="GET")["head"]["status"] == 200
+    other.close()
+    deadline = time.monotonic() + 60  # a hang guard: the log is written as requests end
+    while not [e for e in activity(worker) if e["page"] == other_origin]:
+        assert time.monotonic() < deadline, "the other page's request was not logged"
+        time.sleep(0.1)
+
+    log = activity(worker)
+    flood = [e for e in log if e["page"] == page_origin]
+    assert len(flood) == 40
+    assert all(len(e["method"]) < 100 and "characters)" in e["method"] for e in flood)
+    assert all(len(e["target"]) < 400 for e in flood)
+    size = worker.evaluate(
+        "async () => JSON.stringify((await chrome.storage.session.get('activity')).activity).length"
+    )
+    assert size < 1024 * 1024
+    options = open_options(context)
+    options.locator("#activity tbody tr").first.wait_for(timeout=10_000)
+    assert options.locator("#activity tbody tr").count() == 41
+    options.close()
+
+
 def test_a_public_name_that_resolves_to_loopback_is_refused_dns_rebinding(
     playwright: Any,
     tmp_path: Path,
