@@ -748,6 +748,37 @@ def test_huge_paths_and_methods_cannot_flood_the_log_or_freeze_the_options(
     options.close()
 
 
+def test_requests_waiting_on_a_prompt_leave_other_pages_their_share(
+    extension: tuple[Any, Any],
+    probe: Any,
+    plain: PlainServer,
+    base_url: str,
+    page_origin: str,
+) -> None:
+    """40 requests of one page wait on the user's answer: 16 wait, the rest are refused at
+    once, and another page's request still goes through (without the share, the 40 would
+    have taken all 32 places)."""
+    context, worker = extension
+    other_origin = base_url.replace("127.0.0.1", "localhost").rstrip("/")
+    set_policy(worker, {page_origin: [], other_origin: [plain.origin]})
+    probe.evaluate(
+        """url => { window.waiting = Array.from({length: 40}, () =>
+            window.bridgeFetch({url, method: "GET"})); }""",
+        plain.origin + "/echo",
+    )
+    prompt = consent_page(context, page_origin, plain.origin)
+    other = open_probe(context, other_origin + "/bridge-probe.html")
+    assert bridge_fetch(other, plain.origin + "/echo", method="GET")["head"]["status"] == 200
+    other.close()
+    prompt.get_by_role("button", name="Deny").click()
+    answers = probe.evaluate("Promise.all(window.waiting)")
+    messages = [a["error"]["message"] for a in answers]
+    waited = [m for m in messages if f"You did not allow {page_origin}" in m]
+    assert len(waited) == 16, messages  # its share; the other 24 were refused at once
+    assert any(f"More than 16 requests at once from {page_origin}" in m for m in messages)
+    assert all(a["error"]["kind"] == "refused" for a in answers)
+
+
 def test_a_public_name_that_resolves_to_loopback_is_refused_dns_rebinding(
     playwright: Any,
     tmp_path: Path,
