@@ -19,7 +19,11 @@ Prints, in one run:
   after RUNS: the worker's CPU time against its busy time (the rest it spent waiting for a
   core), and the CPU time of the busiest other threads of the browser.
 
-Run: ``.venv/bin/python scripts/bench_page.py [--rounds N] [--steps-only] [--threads]``
+- with ``--soak N`` only: N scripted runs in one page, and what grows per run (the DOM's nodes,
+  the memory of the page and its workers, IndexedDB's size).
+
+Run: ``.venv/bin/python scripts/bench_page.py [--rounds N] [--steps-only] [--threads]
+[--soak N]``
 (after ``bash scripts/setup.sh --browser``). With several rounds, each number is the median.
 """
 
@@ -353,6 +357,55 @@ def median_of(rounds: list[dict[str, Any]], *path: str) -> float:
     return statistics.median(values)
 
 
+SOAK_PROBE = """async () => {
+    const estimate = await navigator.storage.estimate();
+    let memory = null;
+    if (self.crossOriginIsolated && performance.measureUserAgentSpecificMemory) {
+        memory = (await performance.measureUserAgentSpecificMemory()).bytes;
+    }
+    return {
+        dom_nodes: document.getElementsByTagName("*").length,
+        js_heap: performance.memory ? performance.memory.usedJSHeapSize : null,
+        memory,  // the page and its workers (Pyodide's wasm memory included)
+        indexeddb: (estimate.usageDetails || {}).indexedDB ?? null,
+    };
+}"""
+
+
+def soak(playwright: Any, base: str, runs: int, every: int) -> list[str]:
+    """``runs`` scripted runs in one page: the DOM's nodes, the memory of the page and its
+    workers, and IndexedDB's size every ``every`` runs, and their growth per run."""
+    lines = []
+    with tempfile.TemporaryDirectory() as profile:
+        context = playwright.chromium.launch_persistent_context(profile, **config.launch_options())
+        page = context.new_page()
+        boot(page, f"{base}index.html?engine=scripted")
+        samples = [(0, page.evaluate(SOAK_PROBE))]
+        for run in range(1, runs + 1):
+            run_once(page)
+            if run % every == 0 or run == runs:
+                samples.append((run, page.evaluate(SOAK_PROBE)))
+                lines.append(f"  after {run:4d} runs: {samples[-1][1]}")
+        page.reload()
+        page.wait_for_function(
+            "document.body.dataset.status === 'ready'", timeout=config.BOOT_TIMEOUT_MS
+        )
+        sessions = page.locator("#sessions").inner_text()
+        context.close()
+    (first_run, first), (last_run, last) = samples[1], samples[-1]
+    span = max(last_run - first_run, 1)
+    lines.append(f"growth per run, runs {first_run}-{last_run}:")
+    for key in ("dom_nodes", "js_heap", "memory", "indexeddb"):
+        if first[key] is None or last[key] is None:
+            lines.append(f"  {key:10s} not measured here")
+            continue
+        lines.append(
+            f"  {key:10s} {(last[key] - first[key]) / span:12.1f} (at the end {last[key]})"
+        )
+    lines.append(f"after a reload, the sessions list: {sessions!r}")
+    return lines
+
+
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
@@ -368,9 +421,22 @@ def main() -> None:
         action="store_true",
         help="also trace a few runs: the worker's CPU time and the busiest other threads",
     )
+    parser.add_argument(
+        "--soak",
+        type=int,
+        metavar="N",
+        help="only N scripted runs in one page: what grows per run (DOM, memory, IndexedDB)",
+    )
     args = parser.parse_args()
 
     server, base = start_server(port=0)
+    if args.soak:
+        with sync_playwright() as playwright:
+            report = soak(playwright, base, args.soak, every=max(args.soak // 10, 1))
+        server.shutdown()
+        print(f"{args.soak} scripted runs of {STEPS} steps in one page (headless Chromium)")
+        print("\n".join(report))
+        return
     if args.steps_only:
         with sync_playwright() as playwright:
             steps_only(playwright, base, args.rounds)

@@ -495,3 +495,71 @@ def test_a_task_typed_while_the_model_is_prepared_waits_for_it_and_completes(
     # The run waited for the prefill (a run that went first would have found no cache).
     usage = plan_usage(exported_events(page, "typed during the warm-up"))
     assert usage["cached_prompt_tokens"] > 100
+
+
+EVENT_RECORDS = """() => new Promise((resolve, reject) => {
+    const opened = indexedDB.open("agent_py");
+    opened.onerror = () => reject(opened.error);
+    opened.onsuccess = () => {
+        const counted = opened.result.transaction("events").objectStore("events").count();
+        counted.onsuccess = () => { resolve(counted.result); opened.result.close(); };
+    };
+})"""
+
+
+def test_a_long_session_keeps_a_bounded_page_and_store_and_loses_no_turn(
+    page: Any, scripted: str
+) -> None:
+    """12 runs in one session: the five newest turns are drawn in full, older ones fold to one
+    line (Show draws one again), a finished turn's events are one record in IndexedDB, and a
+    reload still has every turn."""
+    open_app(page, scripted)
+    replies = {
+        "plan": plan(
+            [
+                step("s1", "llm_generator", {"prompt": "a"}),
+                step("s2", "llm_generator", {"prompt": "b"}),
+            ]
+        ),
+        "generate": "text",
+        "rethink": done("fine"),
+    }
+    runs = 12
+    nodes_at: dict[int, int] = {}
+    for number in range(1, runs + 1):
+        run_task(page, f"task number {number}", replies)
+        page.wait_for_function(
+            f"document.querySelectorAll('#run-view .turn[data-state]').length === {number}",
+            timeout=60_000,
+        )
+        nodes_at[number] = page.evaluate(
+            "document.getElementById('run-view').getElementsByTagName('*').length"
+        )
+    page.wait_for_function(
+        "document.getElementById('run') && !document.getElementById('run').disabled"
+    )
+
+    view = page.locator("#run-view")
+    assert view.locator(".turn").count() == runs
+    assert view.locator('.turn[data-folded="true"]').count() == runs - 5
+    full = view.locator(".turn:not([data-folded]) [data-step]").count()
+    assert full == 5 * 2
+    # Past five turns the page grows by a folded turn a run (itself and 3 elements), not by
+    # a drawn one (about 40 here; 600 for the bench's 9 steps).
+    growth = nodes_at[runs] - nodes_at[runs - 5]
+    assert growth <= 5 * 4, nodes_at
+    # Each finished turn is one record (the session's first events, turn 0, stay as they are).
+    page.wait_for_function(f"({EVENT_RECORDS})().then(n => n <= {runs} + 3)", timeout=60_000)
+
+    # Show draws a folded turn again, from the store.
+    page.get_by_role("button", name="Show turn 1").click()
+    first = view.locator(".turn").first
+    first.locator('[data-step="s2"][data-status="completed"]').wait_for()
+    assert first.locator(".turn-question").text_content() == "task number 1"
+
+    page.reload()
+    page.wait_for_function("document.body.dataset.status === 'ready'", timeout=90_000)
+    page.get_by_role("button", name="Open session task number 1").click()
+    view.locator(".turn").nth(runs - 1).wait_for()
+    questions = view.locator(".turn-question").all_text_contents()
+    assert questions == [f"task number {n}" for n in range(1, runs + 1)]

@@ -14,7 +14,7 @@ const SETTINGS_KEY = "agent_py.settings";
 const STOP_GRACE_MS = 10_000; // a Stop the worker has not honoured by then restarts it
 
 const $ = (id) => document.getElementById(id);
-const view = new RunView($("run-view"));
+const view = new RunView($("run-view"), { onUnfold: (session, turn, section) => unfoldTurn(session, turn, section) });
 const params = new URLSearchParams(location.search);
 // ?engine= overrides the Engine setting for this visit; "scripted" is the explicit test switch,
 // and nothing else ever selects the scripted engine.
@@ -75,6 +75,8 @@ function onAgentEvents(events) {
     if (store && !storeFailed) {
       try {
         await store.appendMany(batch);
+        // A finished turn's events go into one record: a long session stays a few records a turn.
+        for (const event of batch) if (event.type === "turn_end") await store.packTurn(event.session, event.turn);
       } catch (error) {
         storeFailed = true;
         showError(`Session history is not being saved: ${error.message || error}`);
@@ -302,6 +304,18 @@ async function openSession(session) {
   view.clear();
   for (const event of events) view.apply(event);
   view.markInterrupted();
+}
+
+// A folded turn's Show: its events from the store, drawn in full in its place.
+async function unfoldTurn(session, turn, section) {
+  try {
+    const events = (await store.events(session)).filter((event) => event.turn === turn);
+    const drawn = new RunView(document.createElement("div"));
+    for (const event of events) drawn.apply(event);
+    if (drawn.turn) section.replaceWith(drawn.turn.section);
+  } catch (error) {
+    showError(String(error.message || error));
+  }
 }
 
 // --- settings ------------------------------------------------------------------------------------

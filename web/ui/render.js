@@ -23,15 +23,27 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
+// Turns drawn in full; older ones fold to their question, state and a Show button, so a long
+// session keeps a bounded DOM (a 9-step turn is about 600 nodes). Show draws one again.
+export const KEPT_TURNS = 5;
+
 export class RunView {
-  constructor(root) {
+  /**
+   * @param {HTMLElement} root
+   * @param {{onUnfold?: (session: string, turn: number, section: HTMLElement) => void}} options
+   *   onUnfold: the Show button of a folded turn (its events are in the session store)
+   */
+  constructor(root, { onUnfold = null } = {}) {
     this.root = root;
+    this.onUnfold = onUnfold;
     this.turn = null;
+    this.unfolded = []; // turns drawn in full, oldest first
   }
 
   clear() {
     this.root.replaceChildren();
     this.turn = null;
+    this.unfolded = [];
   }
 
   apply(event) {
@@ -50,7 +62,25 @@ export class RunView {
     const outcome = el("div", { class: "outcome" });
     section.append(question, state, thinking, plan, outcome);
     this.root.append(section);
-    this.turn = { section, state, thinking, plan, outcome, steps: new Map() };
+    this.turn = { section, state, thinking, plan, outcome, steps: new Map(), session: event.session, number: event.turn };
+    this.unfolded.push(this.turn);
+    while (this.unfolded.length > KEPT_TURNS) this.fold(this.unfolded.shift());
+  }
+
+  /** The turn's article reduced to its question, its state and a Show button. */
+  fold(turn) {
+    const { section } = turn;
+    const question = section.querySelector(".turn-question").textContent;
+    const state = section.dataset.state || turn.state.textContent;
+    const show = el("button", { type: "button", class: "unfold", text: "Show" });
+    show.setAttribute("aria-label", `Show turn ${turn.number}`);
+    show.onclick = () => this.onUnfold?.(turn.session, turn.number, section);
+    section.replaceChildren(
+      el("p", { class: "turn-question", text: question }),
+      el("p", { class: "turn-state", text: state }),
+      show,
+    );
+    section.dataset.folded = "true";
   }
 
   ensureTurn(event) {

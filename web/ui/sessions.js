@@ -8,11 +8,14 @@
 //   downloadJsonl("run.jsonl", await store.exportJsonl(id));
 //
 // Layout: "events" holds the events under an auto-increment key (arrival order) with an index
-// on `session`; "sessions" holds one summary per session, updated in the same transaction as
-// each event, so listing sessions never reads every event.
+// on `session`; once a turn has ended its events are packed into one record (packTurn) at the
+// key of its first; "sessions" holds one summary per session, updated in the same transaction
+// as each event, so listing sessions never reads every event.
 
 const DB_VERSION = 1;
 const EVENTS = "events";
+// The type of a record that holds a finished turn's events (packTurn); no agent event has it.
+const PACKED = "packed_turn";
 const SESSIONS = "sessions";
 const OPEN_TIMEOUT_MS = 10_000;
 // A tool can return megabytes (a page, a file); the history keeps the head and tail of it.
@@ -294,11 +297,41 @@ export class SessionStore {
     }));
   }
 
-  /** The events of one session in arrival order, as stored. */
+  /** The events of one session in arrival order, as stored (a packed turn's unpacked). */
   async events(session) {
     const tx = this.transaction([EVENTS], "readonly");
-    return result(tx.objectStore(EVENTS).index("session").getAll(session))
+    const records = await result(tx.objectStore(EVENTS).index("session").getAll(session))
       .catch((error) => { throw failure("read the session", error); });
+    return records.flatMap((record) => (record.type === PACKED ? record.events : [record]));
+  }
+
+  /**
+   * Put the events of a finished turn into one record, at the key of its first event, so a
+   * long session holds a few records a turn instead of one per event. What events() and the
+   * export give back does not change.
+   */
+  async packTurn(session, turn) {
+    const tx = this.transaction([EVENTS], "readwrite");
+    const done = committed(tx, "pack the turn's events");
+    const eventStore = tx.objectStore(EVENTS);
+    const keys = [];
+    const events = [];
+    const cursor = eventStore.index("session").openCursor(IDBKeyRange.only(session));
+    cursor.onsuccess = () => {
+      const at = cursor.result;
+      if (at) {
+        if (at.value.type !== PACKED && at.value.turn === turn) {
+          keys.push(at.primaryKey);
+          events.push(at.value);
+        }
+        at.continue();
+        return;
+      }
+      if (events.length < 2) return;
+      for (const key of keys) eventStore.delete(key);
+      eventStore.put({ session, turn, type: PACKED, events }, keys[0]);
+    };
+    await done;
   }
 
   /** One JSON line per stored event ("" for an unknown session). */
