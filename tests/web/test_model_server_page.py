@@ -315,6 +315,7 @@ def test_the_servers_own_tokenizer_counts_the_prompt(server: ServerProcess) -> N
     """llama-server's /tokenize, as the agent's prompt budget uses it: the messages' counts
     and the chat template's few tokens a message make the prompt the server reports."""
     import asyncio
+    import concurrent.futures
 
     from agent_py.engines.model_server import ModelServerLLM
     from agent_py.llm import CallInfo, CallPurpose
@@ -333,6 +334,8 @@ def test_the_servers_own_tokenizer_counts_the_prompt(server: ServerProcess) -> N
         reply = await llm.chat(messages, call)
         return counts, reply.usage.prompt_tokens
 
-    counts, prompt_tokens = asyncio.run(measure())
+    # In a thread of its own: Playwright's sync API keeps an event loop in this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        counts, prompt_tokens = pool.submit(asyncio.run, measure()).result()
     assert counts is not None and all(n > 0 for n in counts), counts
     assert 3 * len(messages) <= prompt_tokens - sum(counts) <= 6 * len(messages) + 3
