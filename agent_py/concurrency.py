@@ -134,6 +134,9 @@ class deadline:
         traceback: TracebackType | None,
     ) -> None:
         if self._entry is not None:
+            deadlines = _deadlines.get(asyncio.get_running_loop())
+            if deadlines is not None:
+                deadlines.end(self._entry)
             self._entry.timeout = None  # ended: the shared timer passes it by
         await self._timeout.__aexit__(exc_type, exc, traceback)
 
@@ -147,10 +150,15 @@ class _Deadline:
 
 class _Deadlines:
     """The pending deadlines of one loop, on one timer set for the earliest. Ended ones are
-    dropped when the timer comes to them."""
+    dropped when the timer comes to them, or all at once when they are most of the heap: a
+    long session ends dozens of deadlines a run, each due only minutes later."""
+
+    COMPACT_AFTER = 64
+    """Ended deadlines that may wait in the heap before it is rebuilt without them."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._ended = 0
         self._heap: list[_Deadline] = []
         self._order = itertools.count()
         self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
@@ -162,6 +170,17 @@ class _Deadlines:
         if when < self._timer_at:
             self._arm(when)
         return entry
+
+    def end(self, entry: _Deadline) -> None:
+        """``entry`` is over; past COMPACT_AFTER such entries, once they are half the heap,
+        the heap keeps only the pending ones."""
+        if entry.timeout is None:
+            return
+        self._ended += 1
+        if self._ended > self.COMPACT_AFTER and 2 * self._ended > len(self._heap):
+            self._heap = [e for e in self._heap if e.timeout is not None and e is not entry]
+            heapq.heapify(self._heap)
+            self._ended = 0
 
     def _arm(self, when: float) -> None:
         if self._timer is not None:
@@ -177,6 +196,8 @@ class _Deadlines:
             entry = heapq.heappop(heap)
             if entry.timeout is not None:
                 entry.timeout.reschedule(entry.when)  # due: it cancels its task now
+            else:
+                self._ended = max(self._ended - 1, 0)
         if heap:
             self._arm(heap[0].when)
 

@@ -119,3 +119,18 @@ async def test_a_deadline_nested_in_another_reports_its_own_expiry() -> None:
             async with deadline(0.05):
                 await asyncio.sleep(30)
         await asyncio.sleep(0.01)  # the outer one still runs
+
+
+async def test_ended_deadlines_do_not_pile_up_until_they_would_have_been_due() -> None:
+    """A long session ends dozens of deadlines a run, each due minutes later: the shared heap
+    keeps only a bounded number of ended ones, not every one of the last ten minutes."""
+    from agent_py.concurrency import _Deadlines, _deadlines
+
+    for _ in range(1000):
+        async with deadline(600):
+            pass
+    heap = _deadlines[asyncio.get_running_loop()]._heap
+    assert len(heap) <= 2 * _Deadlines.COMPACT_AFTER + 2, len(heap)
+    with pytest.raises(TimeoutError):  # one that is due still fires
+        async with deadline(0.01):
+            await asyncio.sleep(10)
