@@ -360,14 +360,23 @@ def median_of(rounds: list[dict[str, Any]], *path: str) -> float:
 SOAK_PROBE = """async () => {
     const estimate = await navigator.storage.estimate();
     let memory = null;
+    const by = {};
     if (self.crossOriginIsolated && performance.measureUserAgentSpecificMemory) {
-        memory = (await performance.measureUserAgentSpecificMemory()).bytes;
+        const measured = await performance.measureUserAgentSpecificMemory();
+        memory = measured.bytes;
+        for (const part of measured.breakdown) {
+            const where = part.attribution.map((a) => a.scope + " " +
+                (a.url || "").split("/").slice(-1)[0]).join(", ") || "shared";
+            const kind = part.types.join("+") || "?";
+            by[`${where} (${kind})`] = (by[`${where} (${kind})`] || 0) + part.bytes;
+        }
     }
     return {
         dom_nodes: document.getElementsByTagName("*").length,
         js_heap: performance.memory ? performance.memory.usedJSHeapSize : null,
         memory,  // the page and its workers (Pyodide's wasm memory included)
         indexeddb: (estimate.usageDetails || {}).indexedDB ?? null,
+        by,
     };
 }"""
 
@@ -385,7 +394,8 @@ def soak(playwright: Any, base: str, runs: int, every: int) -> list[str]:
             run_once(page)
             if run % every == 0 or run == runs:
                 samples.append((run, page.evaluate(SOAK_PROBE)))
-                lines.append(f"  after {run:4d} runs: {samples[-1][1]}")
+                shown = {k: v for k, v in samples[-1][1].items() if k != "by"}
+                lines.append(f"  after {run:4d} runs: {shown}")
         page.reload()
         page.wait_for_function(
             "document.body.dataset.status === 'ready'", timeout=config.BOOT_TIMEOUT_MS
@@ -402,6 +412,10 @@ def soak(playwright: Any, base: str, runs: int, every: int) -> list[str]:
         lines.append(
             f"  {key:10s} {(last[key] - first[key]) / span:12.1f} (at the end {last[key]})"
         )
+    lines.append("memory by where it is (growth per run, at the end):")
+    for where in sorted(last["by"], key=lambda w: -last["by"][w]):
+        grown = (last["by"][where] - first["by"].get(where, 0)) / span
+        lines.append(f"  {where:60s} {grown:10.1f} {last['by'][where]:12d}")
     lines.append(f"after a reload, the sessions list: {sessions!r}")
     return lines
 

@@ -74,7 +74,9 @@ export class RunView {
     const state = section.dataset.state || turn.state.textContent;
     const show = el("button", { type: "button", class: "unfold", text: "Show" });
     show.setAttribute("aria-label", `Show turn ${turn.number}`);
-    show.onclick = () => this.onUnfold?.(turn.session, turn.number, section);
+    // Only the names: a closure over `turn` would keep its drawn nodes alive, detached.
+    const { session, number } = turn;
+    show.onclick = () => this.onUnfold?.(session, number, section);
     section.replaceChildren(
       el("p", { class: "turn-question", text: question }),
       el("p", { class: "turn-state", text: state }),
