@@ -128,16 +128,16 @@ export function parseOrigin(text) {
 export function checkRequest(request) {
   const method = String(request?.method || "").toUpperCase();
   if (!METHODS.includes(method)) {
-    return { ok: false, reason: `The method ${method || "(none)"} is not allowed; only ${METHODS.join(", ")}.` };
+    return { ok: false, reason: `The method ${cutText(method, 24) || "(none)"} is not allowed; only ${METHODS.join(", ")}.` };
   }
   const headers = {};
   let headerBytes = 0;
   for (const [name, value] of Object.entries(request.headers || {})) {
     if (!headerAllowed(name)) {
-      return { ok: false, reason: `The header ${name} is not allowed (only Accept, Content-Type, Authorization, Last-Event-ID and MCP-*).` };
+      return { ok: false, reason: `The header ${cutText(name, 64)} is not allowed (only Accept, Content-Type, Authorization, Last-Event-ID and MCP-*).` };
     }
     const text = String(value);
-    if (/[\r\n\0]/.test(text)) return { ok: false, reason: `The header ${name} contains a line break.` };
+    if (/[\r\n\0]/.test(text)) return { ok: false, reason: `The header ${cutText(name, 64)} contains a line break.` };
     headerBytes += name.length + text.length;
     headers[name] = text;
   }

@@ -711,9 +711,9 @@ def test_huge_paths_and_methods_cannot_flood_the_log_or_freeze_the_options(
     base_url: str,
     page_origin: str,
 ) -> None:
-    """Refused requests with megabyte paths and methods from an approved page: each entry is
-    cut to a prefix with its length, the log stays small, another page is still logged, and
-    the options page (which holds Revoke, Remove and Pause) renders at once."""
+    """Refused requests with megabyte paths, methods and header names from an approved page:
+    each entry is cut to a prefix with its length, the log stays small, another page is still
+    logged, and the options page (which holds Revoke, Remove and Pause) renders at once."""
     context, worker = extension
     other_origin = base_url.replace("127.0.0.1", "localhost").rstrip("/")
     set_policy(worker, {page_origin: [plain.origin], other_origin: [plain.origin]})
@@ -725,6 +725,13 @@ def test_huge_paths_and_methods_cannot_flood_the_log_or_freeze_the_options(
         plain.origin,
     )
     assert refused == 40
+    names = probe.evaluate(
+        """url => Promise.all(Array.from({length: 10}, (_, i) => window.bridgeFetch({
+            url, method: "GET", headers: {["X-" + "h".repeat(100 * 1024) + i]: "v"}})))
+            .then(all => all.map(a => a.error && a.error.message))""",
+        plain.origin + "/echo",
+    )
+    assert all(m and "characters) is not allowed" in m and len(m) < 500 for m in names), names
     other = open_probe(context, other_origin + "/bridge-probe.html")
     assert bridge_fetch(other, plain.origin + "/echo", method="GET")["head"]["status"] == 200
     other.close()
@@ -735,16 +742,18 @@ def test_huge_paths_and_methods_cannot_flood_the_log_or_freeze_the_options(
 
     log = activity(worker)
     flood = [e for e in log if e["page"] == page_origin]
-    assert len(flood) == 40
-    assert all(len(e["method"]) < 100 and "characters)" in e["method"] for e in flood)
-    assert all(len(e["target"]) < 400 for e in flood)
+    assert len(flood) == 50  # its quota: the 40 long paths and methods, the 10 header names
+    assert all(len(e["target"]) < 400 and len(e["result"]) < 500 for e in flood)
+    long_methods = [e for e in flood if e["method"] != "GET"]
+    assert len(long_methods) == 40
+    assert all(len(e["method"]) < 100 and "characters)" in e["method"] for e in long_methods)
     size = worker.evaluate(
         "async () => JSON.stringify((await chrome.storage.session.get('activity')).activity).length"
     )
     assert size < 1024 * 1024
     options = open_options(context)
     options.locator("#activity tbody tr").first.wait_for(timeout=10_000)
-    assert options.locator("#activity tbody tr").count() == 41
+    assert options.locator("#activity tbody tr").count() == 51
     options.close()
 
 
