@@ -182,11 +182,11 @@ class ModelServerLLM(LLM):
         counts: list[int] = []
         for text in texts:
             if kind is ServerKind.LLAMA_CPP:
-                answer = await self._get_json(f"{root}/tokenize", body={"content": text})
+                answer = await self._ask_json(f"{root}/tokenize", body={"content": text})
                 tokens = answer.get("tokens") if isinstance(answer, dict) else None
                 count = len(tokens) if isinstance(tokens, list) else None
             elif kind is ServerKind.LLAMA_CPP_PYTHON:
-                answer = await self._get_json(f"{root}/extras/tokenize/count", body={"input": text})
+                answer = await self._ask_json(f"{root}/extras/tokenize/count", body={"input": text})
                 count = answer.get("count") if isinstance(answer, dict) else None
             else:
                 return None
@@ -205,7 +205,7 @@ class ModelServerLLM(LLM):
     # What the server is.
 
     async def _discover(self) -> ServerInfo:
-        listing = await self._get_json(f"{self.base_url}/models", required=True)
+        listing = await self._ask_json(f"{self.base_url}/models", required=True)
         data = listing.get("data") if isinstance(listing, dict) else None
         if not isinstance(data, list):
             raise LLMError(
@@ -215,17 +215,17 @@ class ModelServerLLM(LLM):
         models = [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
         info = ServerInfo(models=models)
         root = api_root(self.base_url)
-        props = await self._get_json(f"{root}/props")
+        props = await self._ask_json(f"{root}/props")
         if isinstance(props, dict) and isinstance(props.get("default_generation_settings"), dict):
             info.kind = ServerKind.LLAMA_CPP
             n_ctx = props["default_generation_settings"].get("n_ctx") or props.get("n_ctx")
             info.context_window = int(n_ctx) if isinstance(n_ctx, int) and n_ctx > 0 else None
             return info
-        version = await self._get_json(f"{root}/api/version")
+        version = await self._ask_json(f"{root}/api/version")
         if isinstance(version, dict) and "version" in version:
             info.kind = ServerKind.OLLAMA
             return info
-        openapi = await self._get_json(f"{root}/openapi.json", limit=2 * 1024 * 1024)
+        openapi = await self._ask_json(f"{root}/openapi.json", limit=2 * 1024 * 1024)
         title = openapi.get("info", {}).get("title", "") if isinstance(openapi, dict) else ""
         if "llama.cpp python" in str(title).lower():
             info.kind = ServerKind.LLAMA_CPP_PYTHON
@@ -234,14 +234,14 @@ class ModelServerLLM(LLM):
     async def _ollama_window(self, model: str) -> int | None:
         """The window Ollama runs ``model`` with, where its parameters set one (``num_ctx``);
         otherwise Ollama's own default applies, which it does not report."""
-        shown = await self._get_json(
+        shown = await self._ask_json(
             f"{api_root(self.base_url)}/api/show", body={"model": model}, limit=4 * 1024 * 1024
         )
         parameters = shown.get("parameters") if isinstance(shown, dict) else None
         found = re.search(r"^\s*num_ctx\s+(\d+)", str(parameters or ""), re.MULTILINE)
         return int(found.group(1)) if found else None
 
-    async def _get_json(
+    async def _ask_json(
         self,
         url: str,
         *,
@@ -251,10 +251,10 @@ class ModelServerLLM(LLM):
     ) -> Any:
         """A GET's JSON answer (a POST's, with ``body``); None when an optional endpoint is
         missing or not JSON."""
-        method, payload = ("POST", json.dumps(body).encode()) if body is not None else ("GET", None)
-        headers = (
-            {**self._headers(), "Content-Type": "application/json"} if body else self._headers()
-        )
+        method, payload, headers = "GET", None, self._headers()
+        if body is not None:
+            method, payload = "POST", json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
         try:
             response = await self._transport.send(method, url, headers, payload, 30.0)
         except MCPError as error:
