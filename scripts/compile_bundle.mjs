@@ -10,7 +10,8 @@
 // stdlib: the runtime's python_stdlib.zip (sources only) with a .pyc beside each .py; Pyodide
 // compiled every module it imports, its own start included, at every start.
 // The .pyc are unchecked-hash (PEP 552): no file times, so the same input gives the same bytes;
-// zips have sorted entries and a fixed timestamp. Data files and dist-info folders stay.
+// zips have sorted entries and a fixed timestamp. Data files and dist-info folders stay, and so
+// does the source of a module marked KEEP_SOURCE (below).
 import { readFileSync, writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { basename, resolve } from "node:path";
@@ -47,6 +48,10 @@ def write_zip(path, files):
             info.compress_type = zipfile.ZIP_DEFLATED
             out.writestr(info, files[name])
 
+# A module whose source is data (agent_py/tools/python_driver.py, sent to the Python sandbox)
+# says so with this line; it keeps its .py beside the .pyc.
+KEEP_SOURCE = b"# agent_py: keep this source in the page's bundle"
+
 files = {}
 if ${JSON.stringify(mode)} in ("bundle", "wheel"):
     for name in sorted(os.listdir("/wheels")):
@@ -55,6 +60,8 @@ if ${JSON.stringify(mode)} in ("bundle", "wheel"):
                 data = wheel.read(entry)
                 if entry.endswith(".py"):
                     files[entry + "c"] = pyc(data, entry)
+                    if KEEP_SOURCE in data:  # read as text at run time: the source stays too
+                        files[entry] = data
                 else:
                     files[entry] = data
 else:

@@ -19,6 +19,7 @@ export const ToWorker = Object.freeze({
   STOP: "stop", // cancel the run and interrupt the generation
   SCRIPT: "script", // {replies}: the scripted test engine only
   SANDBOX_RESULT: "sandbox-result", // {id, result: {value, console, error, timed_out, truncated}}
+  PYTHON_RESULT: "python-result", // {id, result: {json, error, timed_out}}
   ENGINE_COUNTS: "engine-counts", // reloads/unloads so far (answered with ToUI.ENGINE_COUNTS)
   MODELS: "models", // the WebLLM models, prebuilt and cached (answered with ToUI.MODELS)
   DELETE_MODEL: "delete-model", // {id}
@@ -46,6 +47,8 @@ export const toWorker = Object.freeze({
     id,
     result: { value, console, error, timed_out: timedOut, truncated },
   }),
+  /** `result` is PythonSandbox.run's (JavaScript names); Python reads snake_case. */
+  pythonResult: (id, { json, error, timedOut }) => ({ type: ToWorker.PYTHON_RESULT, id, result: { json, error, timed_out: timedOut } }),
   engineCounts: () => ({ type: ToWorker.ENGINE_COUNTS }),
   models: () => ({ type: ToWorker.MODELS }),
   deleteModel: (id) => ({ type: ToWorker.DELETE_MODEL, id }),
@@ -78,6 +81,8 @@ export const ToUI = Object.freeze({
   ENGINE_NOTE: "engine-note", // {purpose, step, text}: the engine's remark on a call
   RUN_FINISHED: "run-finished", // {result, counts, overhead}
   SANDBOX_RUN: "sandbox-run", // {id, code, timeoutMs, outputLimit}: answer with SANDBOX_RESULT
+  PYTHON_RUN: "python-run", // {id, program, timeoutMs}: answer with PYTHON_RESULT
+  PYTHON_RESET: "python-reset", // the agent's run is over: its Python sandbox ends
   ENGINE_COUNTS: "engine-counts", // {counts}
   MODELS: "models", // {prebuilt, cached}
   MCP_STATUS: "mcp-status", // {status}: one MCP server's state (agent_py/page/session.py)
@@ -113,6 +118,8 @@ export const toUI = Object.freeze({
     timeoutMs,
     outputLimit,
   }),
+  pythonRun: (id, program, timeoutMs) => ({ type: ToUI.PYTHON_RUN, id, program, timeoutMs }),
+  pythonReset: () => ({ type: ToUI.PYTHON_RESET }),
   engineCounts: (counts) => ({ type: ToUI.ENGINE_COUNTS, counts }),
   models: (prebuilt, cached) => ({ type: ToUI.MODELS, prebuilt, cached }),
   mcpStatus: (status) => ({ type: ToUI.MCP_STATUS, status }),
@@ -139,6 +146,18 @@ export const SandboxMessage = Object.freeze({
   RESULT: "result", // frame -> page {id, value, console, error, timedOut, truncated}
 });
 export const sandboxRun = (id, code, timeoutMs, outputLimit) => ({ type: SandboxMessage.RUN, id, code, timeoutMs, outputLimit });
+
+// --- UI thread <-> the Python sandbox frame (python-sandbox-host.js <-> python-sandbox.html) --------
+// The same frame protocol (READY, RESULT by id), with the same constraint: the frame writes these
+// names itself.
+export const PythonSandboxMessage = Object.freeze({
+  FILES: "files", // page -> frame {files: {name: ArrayBuffer}}: Pyodide's files
+  RUN: "run", // page -> frame {id, program, timeoutMs}
+  RESET: "reset", // page -> frame: end the Pyodide worker
+  READY: "ready", // frame -> page, once
+  RESULT: "result", // frame -> page {id, json, error, timedOut}
+});
+export const pythonSandboxRun = (id, program, timeoutMs) => ({ type: PythonSandboxMessage.RUN, id, program, timeoutMs });
 
 // --- the offline copy's service worker (sw.js) <-> pages (sw-register.js) ------------------------
 // sw.js is a classic script (a module service worker is not everywhere yet): it writes the same

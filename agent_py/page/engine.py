@@ -14,8 +14,15 @@ from agent_py.llm import (
     TokenCallback,
     Usage,
 )
-from agent_py.page.ports import SANDBOX_RESULT, Bridge, EngineCall, EngineReply
+from agent_py.page.ports import (
+    SANDBOX_RESULT,
+    Bridge,
+    EngineCall,
+    EngineReply,
+    PythonSandboxReply,
+)
 from agent_py.tools.javascript import JSRunResult
+from agent_py.tools.python import PyRunResult
 
 
 def _checked(reply_json: str) -> EngineReply:
@@ -87,3 +94,26 @@ class BridgeJSRunner:
             return SANDBOX_RESULT.validate_json(raw)
         except (TypeError, ValueError):
             return JSRunResult(error="the sandbox sent an unreadable reply")
+
+
+class BridgePyRunner:
+    """Runs ``python_execute`` programs in the page's Python sandbox: a Pyodide worker of its
+    own, started at the run's first call and ended by :meth:`close` when the run is over."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self._bridge = bridge
+
+    async def run(self, program: str, *, timeout_s: float, output_limit: int) -> PyRunResult:
+        raw = await self._bridge.runPython(program, int(timeout_s * 1000))
+        try:
+            reply = PythonSandboxReply.model_validate_json(raw)
+        except (TypeError, ValueError):
+            return PyRunResult(error="the Python sandbox sent an unreadable reply")
+        if reply.timed_out:
+            return PyRunResult(timed_out=True)
+        if reply.json_text is None:
+            return PyRunResult(error=reply.error or "the Python sandbox gave no result")
+        return PyRunResult.from_driver(reply.json_text)
+
+    async def close(self) -> None:
+        self._bridge.endPython()

@@ -16,6 +16,8 @@ JSON is typed here):
   engine keeps no cache to fill
 - ``runJavaScript(code, timeout_ms, output_limit)`` → the tool's own
   :class:`~agent_py.tools.javascript.JSRunResult`
+- ``runPython(program, timeout_ms)`` → :class:`PythonSandboxReply`; ``endPython()`` ends the
+  Python sandbox's worker (the run is over)
 - ``emit(event_json)``: an agent event for the UI (and the session store).
 - ``mcpStatus(status_json)``: an MCP server's state for the servers panel (not an agent
   event: it is not stored in the session history). Called only once servers are configured.
@@ -49,6 +51,8 @@ class Bridge(Protocol):
     def enginePrefill(self, messages_json: str, call_json: str) -> Awaitable[str]: ...
     def engineTokenize(self, texts_json: str) -> Awaitable[str]: ...
     def runJavaScript(self, code: str, timeout_ms: int, output_limit: int) -> Awaitable[str]: ...
+    def runPython(self, program: str, timeout_ms: int) -> Awaitable[str]: ...
+    def endPython(self) -> None: ...
     def emit(self, event_json: str) -> None: ...
     def mcpStatus(self, status_json: str) -> None: ...
     def engineToken(self, purpose: str, step: str | None, text: str) -> None:
@@ -125,3 +129,15 @@ class EngineReply(Reply):
 # What ``runJavaScript`` resolves to (the UI's sandbox, ``web/ui/sandbox-host.js``): the tool's
 # own result, read straight from the JSON.
 SANDBOX_RESULT: TypeAdapter[JSRunResult] = TypeAdapter(JSRunResult)
+
+
+class PythonSandboxReply(BaseModel):
+    """What ``runPython`` resolves to (the UI's Python sandbox, ``web/ui/python-sandbox-host.js``):
+    the program's last expression (the driver's JSON, ``agent_py/tools/python_driver.py``), or
+    the sandbox's own error."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    json_text: str | None = Field(default=None, alias="json")
+    error: str | None = None
+    timed_out: bool = False

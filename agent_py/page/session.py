@@ -22,13 +22,14 @@ from agent_py.agent import Agent
 from agent_py.errors import SetupError
 from agent_py.events import Event
 from agent_py.llm import LLM
-from agent_py.page.engine import BridgeJSRunner, BridgeLLM
+from agent_py.page.engine import BridgeJSRunner, BridgeLLM, BridgePyRunner
 from agent_py.page.ports import Bridge
 from agent_py.page.servers import PageServers
 from agent_py.page.settings import PageSettings
 from agent_py.tools.base import ToolBase
 from agent_py.tools.javascript import JavascriptExecutor
 from agent_py.tools.llm_generator import LLMGenerator
+from agent_py.tools.python import PythonExecutor
 
 if TYPE_CHECKING:
     from agent_py.page.http import HttpBridge
@@ -56,6 +57,7 @@ class PageSession:
         self._settings = PageSettings()
         self._agent: Agent | None = None
         self._builtin_names: list[str] = []
+        self._python = BridgePyRunner(bridge)
         # mcpStatus is looked up when a server reports: it is needed only once one is configured.
         self.servers = PageServers(lambda status: bridge.mcpStatus(status), http=http, user=user)
 
@@ -147,7 +149,11 @@ class PageSession:
 
     async def run(self, question: str) -> str:
         """Run one task; returns the RunResult as JSON. Events stream through ``emit``."""
-        result = await self._agent_with_current_tools().task(question)
+        try:
+            result = await self._agent_with_current_tools().task(question)
+        finally:
+            # The Python sandbox lives for one run: stopped or done, its worker ends.
+            await self._python.close()
         return result.model_dump_json()
 
     def _agent_with_current_tools(self) -> Agent:
@@ -174,6 +180,7 @@ class PageSession:
                 JavascriptExecutor(
                     BridgeJSRunner(self._bridge), timeout_s=self._settings.js_timeout_s
                 ),
+                PythonExecutor(self._python, timeout_s=self._settings.js_timeout_s),
             ]
             self._builtin_names = [tool.name for tool in builtins]
             in_python = self._settings.engine_kind == "openai"

@@ -15,10 +15,12 @@ from agent_py import AgentState, MemoryPressureError
 from agent_py.agent import AgentConfig
 from agent_py.errors import SetupError
 from agent_py.llm import CallInfo, CallPurpose, LLMError
-from agent_py.page.engine import BridgeLLM
+from agent_py.page.engine import BridgeLLM, BridgePyRunner
 from agent_py.page.session import PageSession
 from agent_py.page.settings import PageSettings
 from agent_py.profiles import DEFAULT_CPU_MODEL
+from agent_py.tools.python import program_for
+from agent_py.tools.python_driver import run_source
 
 
 class FakeBridge:
@@ -26,6 +28,7 @@ class FakeBridge:
 
     def __init__(self, chat_replies: list[dict[str, Any]]) -> None:
         self.chat_replies = chat_replies
+        self.python_replies: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
         self.calls: list[tuple[str, Any]] = []
 
@@ -49,6 +52,13 @@ class FakeBridge:
 
     async def runJavaScript(self, code: str, timeout_ms: int, output_limit: int) -> str:
         return json.dumps({"value": 42, "console": ["hi"], "error": None, "timed_out": False})
+
+    async def runPython(self, program: str, timeout_ms: int) -> str:
+        self.calls.append(("python", {"timeout_ms": timeout_ms}))
+        return json.dumps(self.python_replies.pop(0))
+
+    def endPython(self) -> None:
+        self.calls.append(("end python", {}))
 
     def emit(self, event_json: str) -> None:
         self.events.append(json.loads(event_json))
@@ -169,7 +179,7 @@ print(json.dumps([before, "jsonschema" in sys.modules, schema._validator.cache_i
     ).stdout
     imported_before, imported_after, validators, templates, template_files = json.loads(out)
     assert not imported_before and imported_after
-    assert validators == 2  # llm_generator's and javascript_execute's argument schemas
+    assert validators == 3  # the built-ins' argument schemas: generator, JavaScript, Python
     assert templates == template_files
 
 
@@ -210,3 +220,29 @@ async def test_configure_reports_the_settings_in_effect_or_says_what_is_wrong() 
     with pytest.raises(SetupError, match=r"these settings cannot be used: context_window: "):
         await page.configure(json.dumps({"context_window": 10}))
     assert json.loads(page.settings_info())["values"]["thinking"] is True  # kept
+
+
+async def test_the_python_runner_reads_the_sandbox_reply_and_ends_the_sandbox() -> None:
+    """The page's Python sandbox answers with the driver's JSON, a timeout, or its own error;
+    close() ends its worker (the run is over)."""
+    bridge = FakeBridge([])
+    driver_json = run_source("print('hi')\n6 * 7", 100)
+    bridge.python_replies = [
+        {"json": driver_json, "error": None, "timed_out": False},
+        {"json": None, "error": "Timed out after 2000 ms.", "timed_out": True},
+        {"json": None, "error": "Python could not start in the sandbox: boom"},
+        {"unexpected": True},
+    ]
+    runner = BridgePyRunner(bridge)  # type: ignore[arg-type]
+    program = program_for("6 * 7", 100)
+
+    ran = await runner.run(program, timeout_s=2, output_limit=100)
+    assert (ran.value, ran.stdout, ran.error) == (42, "hi\n", None)
+    assert bridge.calls[-1] == ("python", {"timeout_ms": 2000})
+    assert (await runner.run(program, timeout_s=2, output_limit=100)).timed_out is True
+    failed = await runner.run(program, timeout_s=2, output_limit=100)
+    assert failed.error == "Python could not start in the sandbox: boom"
+    empty = await runner.run(program, timeout_s=2, output_limit=100)
+    assert empty.error == "the Python sandbox gave no result"
+    await runner.close()
+    assert bridge.calls[-1] == ("end python", {})

@@ -277,6 +277,12 @@ class PageBridge:
     async def runJavaScript(self, code: str, timeout_ms: int, output_limit: int) -> str:
         return json.dumps({"value": None, "console": [], "error": "unused"})
 
+    async def runPython(self, program: str, timeout_ms: int) -> str:
+        return json.dumps({"json": None, "error": "unused", "timedOut": False})
+
+    def endPython(self) -> None:
+        return None
+
     def emit(self, event_json: str) -> None:
         self.events.append(json.loads(event_json))
 

@@ -232,6 +232,58 @@ def test_an_infinite_loop_is_killed_at_its_timeout_while_the_ui_answers(
     assert wait_final(page) == "failed"  # its only step failed: the run did not do the task
 
 
+def test_python_execute_runs_in_its_own_sandbox_for_one_run_and_stop_ends_it(
+    page: Any, scripted: str
+) -> None:
+    """A python_execute step runs in the page's Python sandbox and its value is the step's
+    result; the sandbox's Python lasts one run (what a run leaves behind is gone at the next),
+    and Stop ends a run whose Python spins, so the next run's Python answers at once."""
+    open_app(page, scripted, settings={"js_timeout_s": 120})
+
+    def finished(turns: int) -> str:
+        """The state of turn number ``turns`` (1-based) once it has one."""
+        page.wait_for_function(
+            f"document.querySelectorAll('.turn')[{turns - 1}]?.dataset.state", timeout=240_000
+        )
+        return str(page.evaluate(f"document.querySelectorAll('.turn')[{turns - 1}].dataset.state"))
+
+    code = "import sys\nprint('before:', hasattr(sys, 'left_behind'))\nsys.left_behind = 1\n6 * 7"
+    for turn in range(2):
+        run_task(
+            page,
+            f"compute in Python ({turn})",
+            {
+                "plan": plan([step("s1", "python_execute", {"code": code})]),
+                "rethink": done("42"),
+            },
+        )
+        state = finished(turn + 1)
+        assert state == "completed", page.locator(".turn:last-of-type").inner_text()
+        output = page.locator('.turn:last-of-type [data-step="s1"] .output pre').text_content()
+        assert output == "result: 42\nstdout:\nbefore: False", output
+
+    run_task(
+        page,
+        "spin in Python",
+        {
+            "plan": plan([step("s1", "python_execute", {"code": "while True:\n    pass"})]),
+            "rethink": done("never"),
+        },
+    )
+    page.wait_for_selector('.turn:last-of-type [data-step="s1"][data-status="running"]')
+    page.get_by_role("button", name="Stop").click()
+    assert finished(3) == "cancelled"
+    # Not "busy with another run": the spinning Python was ended with its run.
+    run_task(
+        page,
+        "compute again",
+        {"plan": plan([step("s1", "python_execute", {"code": "6 * 7"})]), "rethink": done("42")},
+    )
+    assert finished(4) == "completed"
+    output = page.locator('.turn:last-of-type [data-step="s1"] .output pre').text_content()
+    assert output == "result: 42"
+
+
 def test_sandboxed_code_cannot_read_the_page_or_its_storage(page: Any, scripted: str) -> None:
     open_app(page, scripted)
     page.evaluate("localStorage.setItem('secret', 'page-secret')")

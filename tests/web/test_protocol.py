@@ -104,6 +104,16 @@ def test_the_files_that_cannot_import_the_module_write_its_names(
     assert answer, "sandbox.html no longer answers a run in one place"
     answered = {re.split(r"[:\s]", f.strip())[0] for f in answer.group(1).split(",") if f.strip()}
     assert answered == {"id", *only["sandboxAnswerFields"]}
+    # The Python sandbox's frame, the same way: its names, what it reads of a run, and what
+    # it answers (the fields protocol.js's pythonResult reads).
+    python = (WEB / "python-sandbox.html").read_text()
+    for name in only["pythonSandbox"].values():
+        assert f'type === "{name}"' in python or f'type: "{name}"' in python, name
+    read = re.search(r"async function run\(\{([^}]*)\}", python)
+    assert read, "python-sandbox.html no longer reads the run's fields in one place"
+    assert {f.strip() for f in read.group(1).split(",")} == set(only["pythonRunFields"]) - {"type"}
+    answered = set(re.findall(r"\b(json|error|timedOut):", python))
+    assert answered == set(only["pythonAnswerFields"])
     for field in set(only["cacheExtraFields"]) - {"type"}:
         assert f"event.data.{field}" in service_worker, field
     runtime = protocols["extensionOnly"]

@@ -10,6 +10,7 @@ request arrived.
 from __future__ import annotations
 
 import functools
+import json
 import statistics
 import threading
 import time
@@ -23,6 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from agent_py import web_server as serve
+from agent_py.tools.python import program_for
 
 pytestmark = pytest.mark.browser
 
@@ -83,9 +85,30 @@ class Harness:
             [code, options],
         )
 
-    def frame(self) -> Any:
+    def frame(self, title: str = "JavaScript sandbox") -> Any:
         # The sandbox document arrives as srcdoc (so it works offline): its URL is about:srcdoc.
-        return next(f for f in self.page.frames if f.url == "about:srcdoc")
+        return next(
+            f
+            for f in self.page.frames
+            if f.url == "about:srcdoc" and f.frame_element().get_attribute("title") == title
+        )
+
+    def run_python(self, code: str, timeout_ms: int = 10_000, limit: int = 20_000) -> Any:
+        """python_execute's program for ``code``, run in pythonSandbox: the driver's result as
+        a dict, or the sandbox's own answer (timedOut, error) when there is none. Gives up
+        3 minutes after the run's timeout (Pyodide's start included) instead of hanging."""
+        answer = self.page.evaluate(
+            """([program, timeoutMs]) => Promise.race([
+                window.pythonSandbox.run(program, {timeoutMs}),
+                new Promise((_, reject) => setTimeout(
+                    () => reject(new Error("pythonSandbox.run() never answered")),
+                    timeoutMs + 180000)),
+            ])""",
+            [program_for(code, limit), timeout_ms],
+        )
+        if answer["json"] is None:
+            return answer
+        return {**json.loads(answer["json"]), "timedOut": answer["timedOut"]}
 
 
 @pytest.fixture(scope="module")
@@ -485,3 +508,116 @@ def test_no_request_left_our_origin(harness: Harness) -> None:
     assert foreign == []
     assert harness.elsewhere.hits == []
     assert harness.errors == []
+
+
+# --- the Python sandbox (web/python-sandbox.html + web/ui/python-sandbox-host.js) ----------------
+
+
+def test_python_gives_the_last_expression_and_what_it_printed(harness: Harness) -> None:
+    result = harness.run_python(
+        "import statistics\nvalues = [2, 4, 9]\nprint('mean of', values)\nstatistics.mean(values)"
+    )
+    assert result == {
+        "value": 5,
+        "stdout": "mean of [2, 4, 9]\n",
+        "stderr": "",
+        "error": None,
+        "truncated": False,
+        "timedOut": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("def broken(:\n    pass", "SyntaxError: invalid syntax (line 1)"),
+        ("x = 1\nx / 0", "ZeroDivisionError: division by zero\n  at line 2: x / 0"),
+        ("import agent_py", "ModuleNotFoundError: No module named 'agent_py'"),
+    ],
+)
+def test_python_errors_come_back_with_their_line(harness: Harness, code: str, error: str) -> None:
+    result = harness.run_python(code)
+    assert result["error"].startswith(error), result
+    assert result["value"] is None
+
+
+def test_python_sees_none_of_the_agent_and_nothing_of_the_page(harness: Harness) -> None:
+    """A fresh namespace per call, in a Pyodide of its own: no agent_py, no page, no storage."""
+    result = harness.run_python(
+        "import sys, js\n"
+        "names = sorted(n for n in globals() if not n.startswith('__'))\n"
+        "scope = {n: hasattr(js, n) for n in ('document', 'localStorage', 'indexedDB', 'caches',"
+        " 'fetch', 'XMLHttpRequest', 'WebSocket', 'importScripts', 'Worker')}\n"
+        "[names, scope, 'agent_py' in sys.modules, js.location.href[:5]]"
+    )
+    names, scope, agent_loaded, href = result["value"]
+    assert names == ["js", "sys"]
+    assert scope == dict.fromkeys(scope, False)
+    assert agent_loaded is False
+    assert href == "data:"  # its worker's own opaque origin, not the page's
+
+
+def test_python_cannot_reach_any_server(harness: Harness) -> None:
+    """pyodide.http's XHR is gone from its scope, and an import() of a URL (through js.eval,
+    which the worker still has) is refused by the frame's CSP: no server hears of it."""
+    target = harness.elsewhere.url + "python-probe"
+    home = harness.home.url + "python-probe-home"
+    xhr = harness.run_python(f"import pyodide.http\npyodide.http.open_url({target!r})")
+    assert xhr["error"] is not None and "XMLHttpRequest" in xhr["error"], xhr
+    started = harness.run_python(
+        "import js\n"
+        "js.eval('self.probes = {}')\n"
+        f"for name, url in [('elsewhere', {target!r}), ('home', {home!r})]:\n"
+        "    js.eval(f'import({url!r}).then(() => \"reached\", e => e.name)'"
+        "            f'.then(r => {{ self.probes[{name!r}] = r; }})')\n"
+        "'started'"
+    )
+    assert started["value"] == "started", started
+    deadline = time.monotonic() + 30  # a hang guard: the imports settle at once
+    while True:
+        probes = harness.run_python("import js\njs.eval('JSON.stringify(self.probes)')")
+        outcome = json.loads(probes["value"])
+        if len(outcome) == 2 or time.monotonic() > deadline:
+            break
+    assert outcome == {"elsewhere": "TypeError", "home": "TypeError"}
+    assert [hit for hit in harness.elsewhere.hits if "python-probe" in hit] == []
+    assert [hit for hit in harness.home.hits if "python-probe" in hit] == []
+
+
+def test_python_endless_loop_is_stopped_while_the_page_answers(harness: Harness) -> None:
+    page = harness.page
+    harness.run_python("1")  # Pyodide started: the loop's time is the loop's own
+    page.evaluate(
+        """program => {
+            window.pyLoop = window.pythonSandbox.run(program, {timeoutMs: 1500});
+        }""",
+        program_for("while True:\n    pass", 1000),
+    )
+    pings = int(page.text_content("#pings") or "0")
+    for _ in range(3):
+        page.click("#ping")
+    assert int(page.text_content("#pings") or "0") == pings + 3
+    answer = page.evaluate("window.pyLoop")
+    assert answer == {
+        "json": None,
+        "error": "Timed out after 1500 ms: the code was stopped.",
+        "timedOut": True,
+    }
+    # The next run gets a fresh Python: nothing of the stopped one is left.
+    assert harness.run_python("6 * 7")["value"] == 42
+
+
+def test_python_state_lasts_until_the_sandbox_is_reset(harness: Harness) -> None:
+    """One Pyodide per agent run: imported modules (and what code left on them) stay between
+    calls; reset, at the run's end, starts the next run afresh."""
+    harness.run_python("import sys\nsys.left_behind = 1")
+    assert harness.run_python("import sys\nhasattr(sys, 'left_behind')")["value"] is True
+    harness.page.evaluate("window.pythonSandbox.reset()")
+    assert harness.run_python("import sys\nhasattr(sys, 'left_behind')")["value"] is False
+
+
+def test_python_output_is_capped(harness: Harness) -> None:
+    result = harness.run_python("print('x' * 100_000)\n'y' * 50_000", limit=1000)
+    assert result["truncated"] is True
+    # The value is cut as its JSON text: the first 1,000 characters of it, as a string.
+    assert len(result["stdout"]) <= 1000 and len(result["value"]) <= 1000

@@ -1,5 +1,6 @@
-// Wires the harness: window.sandbox for tests, the planted secrets, a Ping
-// counter, and a Run button for trying code by hand.
+// Wires the harness: window.sandbox (JavaScript) and window.pythonSandbox for tests, the
+// planted secrets, a Ping counter, and a Run button for trying JavaScript by hand.
+import { PythonSandbox } from "../ui/python-sandbox-host.js";
 import { JavaScriptSandbox } from "../ui/sandbox-host.js";
 
 const SECRET = "page-secret";
@@ -33,6 +34,7 @@ document.getElementById("ping").addEventListener("click", () => {
 
 const sandbox = new JavaScriptSandbox();
 window.sandbox = sandbox;
+window.pythonSandbox = new PythonSandbox();
 
 document.getElementById("run").addEventListener("click", async () => {
   const output = document.getElementById("result");

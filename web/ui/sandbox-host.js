@@ -16,27 +16,16 @@ const READY_TIMEOUT_MS = 10_000;
 const FRAME_MARGIN_MS = 3_000;
 
 export class JavaScriptSandbox {
-  #container;
-  #iframe = null;
-  #ready = null;
-  #markReady = null;
-  #pending = new Map(); // id -> {resolve, timer}
-  #nextId = 1;
-
-  constructor({ container = document.body } = {}) {
-    this.#container = container;
-    window.addEventListener("message", this.#onMessage);
-    this.#createFrame();
-  }
+  #frame = new SandboxFrame({ url: FRAME_URL, title: "JavaScript sandbox" });
 
   /** The current frame, for diagnostics and tests. */
   get iframe() {
-    return this.#iframe;
+    return this.#frame.iframe;
   }
 
   /** Resolves once the frame can take runs; rejects if it did not load in time. */
   ready() {
-    return this.#ready;
+    return this.#frame.ready();
   }
 
   /**
@@ -57,28 +46,85 @@ export class JavaScriptSandbox {
       }
     }
     try {
-      await this.#ready;
+      await this.#frame.ready();
     } catch (error) {
       return failure(error.message);
     }
-    if (!this.#iframe) return failure("The sandbox was closed.");
+    const message = await this.#frame.ask(
+      (id) => sandboxRun(id, String(code), timeoutMs, outputLimit),
+      timeoutMs + FRAME_MARGIN_MS,
+      { ...failure(`Timed out after ${timeoutMs} ms: the sandbox stopped answering; restarted.`), timedOut: true },
+    );
+    return {
+      value: message.value ?? null,
+      console: Array.isArray(message.console) ? message.console.map(String) : [],
+      error: message.error == null ? null : String(message.error),
+      timedOut: message.timedOut === true,
+      truncated: message.truncated === true,
+    };
+  }
+
+  /** Remove the frame; pending runs resolve with an error. */
+  close() {
+    this.#frame.close();
+  }
+}
+
+/**
+ * A hidden <iframe sandbox="allow-scripts"> whose document (`url`, fetched and set as srcdoc)
+ * answers requests by id: the JavaScript sandbox's and the Python sandbox's frame. It says
+ * SandboxMessage.READY once loaded (then `onReady(this)` runs, again after each restart) and
+ * answers each request with a SandboxMessage.RESULT carrying the request's id.
+ */
+export class SandboxFrame {
+  #url;
+  #title;
+  #onReady;
+  #container;
+  #iframe = null;
+  #ready = null;
+  #markReady = null;
+  #pending = new Map(); // id -> {resolve, timer}
+  #nextId = 1;
+
+  constructor({ url, title, onReady = () => {}, container = document.body }) {
+    this.#url = url;
+    this.#title = title;
+    this.#onReady = onReady;
+    this.#container = container;
+    window.addEventListener("message", this.#onMessage);
+    this.#createFrame();
+  }
+
+  get iframe() {
+    return this.#iframe;
+  }
+
+  ready() {
+    return this.#ready;
+  }
+
+  /** Posts `make(id)` and resolves with the frame's answer; with `timeoutAnswer` when none
+   * came within `waitMs` (the frame is then replaced), or an error when it is closed. */
+  ask(make, waitMs, timeoutAnswer) {
+    if (!this.#iframe) return Promise.resolve({ error: "The sandbox was closed." });
     const id = this.#nextId++;
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.#pending.delete(id);
-        const error = `Timed out after ${timeoutMs} ms: the sandbox stopped answering; restarted.`;
-        resolve({ ...failure(error), timedOut: true });
+        resolve(timeoutAnswer);
         this.#restart();
-      }, timeoutMs + FRAME_MARGIN_MS);
+      }, waitMs);
       this.#pending.set(id, { resolve, timer });
-      this.#iframe.contentWindow.postMessage(
-        sandboxRun(id, String(code), timeoutMs, outputLimit),
-        "*", // an opaque origin cannot be named; the code is no secret from its own sandbox
-      );
+      this.post(make(id));
     });
   }
 
-  /** Remove the frame; pending runs resolve with an error. */
+  /** Posts to the frame (an opaque origin cannot be named: "*"). */
+  post(message) {
+    this.#iframe?.contentWindow?.postMessage(message, "*");
+  }
+
   close() {
     window.removeEventListener("message", this.#onMessage);
     this.#dropFrame("The sandbox was closed.");
@@ -96,32 +142,27 @@ export class JavaScriptSandbox {
     if (!pending) return;
     this.#pending.delete(message.id);
     clearTimeout(pending.timer);
-    pending.resolve({
-      value: message.value ?? null,
-      console: Array.isArray(message.console) ? message.console.map(String) : [],
-      error: message.error == null ? null : String(message.error),
-      timedOut: message.timedOut === true,
-      truncated: message.truncated === true,
-    });
+    pending.resolve(message);
   };
 
   #createFrame() {
     const iframe = document.createElement("iframe");
     // allow-scripts only: no allow-same-origin (opaque origin), no popups, forms, top navigation.
     iframe.sandbox = "allow-scripts";
-    iframe.title = "JavaScript sandbox";
+    iframe.title = this.#title;
     iframe.hidden = true;
     iframe.setAttribute("aria-hidden", "true");
     iframe.tabIndex = -1;
     this.#iframe = iframe;
     this.#ready = new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(
-        `The JavaScript sandbox (${FRAME_URL.pathname}) did not load in ${READY_TIMEOUT_MS} ms. ` +
-        "If this page is served with Cross-Origin-Embedder-Policy, serve sandbox.html with it too.",
+        `The ${this.#title} (${this.#url.pathname}) did not load in ${READY_TIMEOUT_MS} ms. ` +
+        `If this page is served with Cross-Origin-Embedder-Policy, serve ${this.#url.pathname} with it too.`,
       )), READY_TIMEOUT_MS);
       this.#markReady = () => {
         clearTimeout(timer);
         this.#markReady = null;
+        this.#onReady(this);
         resolve();
       };
     });
@@ -130,7 +171,7 @@ export class JavaScriptSandbox {
     // sandboxed iframe's own navigation (w3c/ServiceWorker#1727), but it does answer this fetch,
     // so the sandbox works offline. srcdoc keeps the sandbox flags, the opaque origin and the
     // document's CSP, and inherits the page's COEP.
-    fetch(FRAME_URL)
+    fetch(this.#url)
       .then((response) => {
         if (!response.ok) throw new Error(`HTTP ${response.status}`);
         return response.text();
@@ -140,7 +181,7 @@ export class JavaScriptSandbox {
         iframe.srcdoc = html;
         this.#container.append(iframe); // after the listener exists, so "ready" cannot be missed
       })
-      .catch((error) => console.error(`The JavaScript sandbox could not load ${FRAME_URL.pathname}: ${error.message}`));
+      .catch((error) => console.error(`The ${this.#title} could not load ${this.#url.pathname}: ${error.message}`));
   }
 
   // Removing the frame destroys its document, which terminates every worker it started.
@@ -149,7 +190,7 @@ export class JavaScriptSandbox {
     this.#iframe = null;
     for (const { resolve, timer } of this.#pending.values()) {
       clearTimeout(timer);
-      resolve(failure(reason));
+      resolve({ error: reason });
     }
     this.#pending.clear();
   }

@@ -5,10 +5,12 @@
 // the worker that asked (messages: protocol.js).
 import { ToUI, toWorker } from "../protocol.js";
 import { ExtensionRelay } from "./extension-relay.js";
+import { PythonSandbox } from "./python-sandbox-host.js";
 import { JavaScriptSandbox } from "./sandbox-host.js";
 
 export class ToolHost {
   #sandbox = null;
+  #python = null; // made at the first python_execute
   /** The extension relay; the servers panel shows its presence. */
   relay = new ExtensionRelay();
 
@@ -26,6 +28,12 @@ export class ToolHost {
       case ToUI.SANDBOX_RUN:
         this.#runJavaScript(message, send);
         return true;
+      case ToUI.PYTHON_RUN:
+        this.#runPython(message, send);
+        return true;
+      case ToUI.PYTHON_RESET:
+        this.#python?.reset();
+        return true;
       case ToUI.BRIDGE_REQUEST:
         this.#relayRequest(message, send);
         return true;
@@ -37,9 +45,10 @@ export class ToolHost {
     }
   }
 
-  /** The worker is being replaced: its requests end here. */
+  /** The worker is being replaced: its requests end here, and so does its Python sandbox. */
   dropRequests() {
     this.relay.abortAll();
+    this.#python?.reset();
   }
 
   async #runJavaScript({ id, code, timeoutMs, outputLimit }, send) {
@@ -51,6 +60,17 @@ export class ToolHost {
       result = { value: null, console: [], error: `The sandbox failed: ${error.message || error}`, timedOut: false, truncated: false };
     }
     send(toWorker.sandboxResult(id, result));
+  }
+
+  async #runPython({ id, program, timeoutMs }, send) {
+    this.#python ??= new PythonSandbox();
+    let result;
+    try {
+      result = await this.#python.run(program, { timeoutMs });
+    } catch (error) {
+      result = { json: null, error: `The Python sandbox failed: ${error.message || error}`, timedOut: false };
+    }
+    send(toWorker.pythonResult(id, result));
   }
 
   #relayRequest({ id, request }, send) {

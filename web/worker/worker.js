@@ -47,6 +47,16 @@ const bridge = {
       post(toUI.sandboxRun(id, code, timeoutMs, outputLimit));
     });
   },
+  runPython(program, timeoutMs) {
+    const id = nextSandboxId++;
+    return new Promise((resolve) => {
+      pendingSandbox.set(id, resolve);
+      post(toUI.pythonRun(id, program, timeoutMs));
+    });
+  },
+  endPython() {
+    post(toUI.pythonReset());
+  },
   emit(eventJson) {
     outbox.event(eventJson);
   },
@@ -367,7 +377,8 @@ async function handle(message) {
       if (engineInfo?.name !== "scripted") throw new Error("Scripts are for the scripted test engine only.");
       engine.setScript(message.replies);
       return;
-    case ToWorker.SANDBOX_RESULT: {
+    case ToWorker.SANDBOX_RESULT:
+    case ToWorker.PYTHON_RESULT: {
       const resolve = pendingSandbox.get(message.id);
       pendingSandbox.delete(message.id);
       resolve?.(JSON.stringify(message.result));

@@ -1,0 +1,133 @@
+"""Runs one piece of model-written Python and reports what it did, as one JSON object.
+
+Standard library only, and nothing of agent_py: this file's source is what the sandboxes run
+(the page's Pyodide worker, ``web/python-sandbox.html``; the terminal's subprocess,
+:mod:`agent_py.tools.python_runner`), ahead of one call of :func:`run_source`. The agent's own
+interpreter never runs model code through it.
+
+The code runs as a module in a fresh namespace, as ``python file.py`` would, except that a last
+statement that is an expression gives its value, as the interactive interpreter does
+(``sum(range(10))`` gives 45). stdout and stderr are captured, within one budget.
+"""
+
+# agent_py: keep this source in the page's bundle
+from __future__ import annotations
+
+import ast
+import io
+import json
+import sys
+import traceback
+
+FILENAME = "<python_execute>"
+
+
+class _Capped(io.TextIOBase):
+    """A text stream that keeps at most ``budget.left`` characters, shared with its twin."""
+
+    def __init__(self, budget: _Budget) -> None:
+        self._budget = budget
+        self._parts: list[str] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self._parts.append(self._budget.take(text))
+        return len(text)
+
+    def getvalue(self) -> str:
+        return "".join(self._parts)
+
+
+class _Budget:
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+        self.cut = False
+
+    def take(self, text: str) -> str:
+        if len(text) > self.left:
+            self.cut = True
+            text = text[: self.left]
+        self.left -= len(text)
+        return text
+
+
+def _value_json(value: object, limit: int) -> tuple[object, bool]:
+    """The value as JSON where it has a JSON form (numbers, strings, lists, dicts), else as
+    print() shows it (a date as 2024-01-01); cut to ``limit`` characters of JSON."""
+    if value is None:
+        return None, False
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        value = str(value)
+        text = json.dumps(value, ensure_ascii=False)
+    if len(text) <= limit:
+        return value, False
+    return text[:limit], True
+
+
+def _error_text(error: BaseException) -> str:
+    """The exception with the lines of the model's code only (no frames of this driver)."""
+    if isinstance(error, SyntaxError) and error.filename == FILENAME:
+        where = f" (line {error.lineno})" if error.lineno else ""
+        return f"SyntaxError: {error.msg}{where}"
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == FILENAME]
+    lines = [f"line {f.lineno}" + (f": {f.line}" if f.line else "") for f in frames[-3:]]
+    head = "".join(traceback.format_exception_only(type(error), error)).strip()
+    return "\n".join([head, *(f"  at {line}" for line in lines)])
+
+
+def run_source(code: str, output_limit: int) -> str:
+    """Runs ``code``; returns JSON: value, stdout, stderr, error (None when it ran to the
+    end), truncated (something was cut to ``output_limit``)."""
+    budget = _Budget(output_limit)
+    stdout, stderr = _Capped(budget), _Capped(budget)
+    value: object = None
+    error: str | None = None
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = stdout, stderr
+    try:
+        tree = ast.parse(code, FILENAME, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body[-1].value)
+            del tree.body[-1]
+        namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": __builtins__}
+        # The code's own lines, for tracebacks: linecache reads them by file name.
+        import linecache
+
+        linecache.cache[FILENAME] = (len(code), None, code.splitlines(True), FILENAME)
+        exec(compile(tree, FILENAME, "exec"), namespace)
+        if last is not None:
+            value = eval(compile(last, FILENAME, "eval"), namespace)
+    except BaseException as caught:  # SystemExit and KeyboardInterrupt end the code, not us
+        if isinstance(caught, SystemExit) and caught.code in (None, 0):
+            error = None
+        else:
+            error = _error_text(caught)
+    finally:
+        sys.stdout, sys.stderr = saved
+    shown, value_cut = _value_json(value, output_limit)
+    if error is not None and len(error) > output_limit:
+        error, value_cut = error[:output_limit], True
+    return json.dumps(
+        {
+            "value": shown,
+            "stdout": stdout.getvalue(),
+            "stderr": stderr.getvalue(),
+            "error": error,
+            "truncated": budget.cut or value_cut,
+        },
+        ensure_ascii=False,
+    )
+
+
+def source() -> str:
+    """This module's source: what a sandbox runs before calling :func:`run_source`."""
+    from importlib.resources import files
+
+    return files(__package__ or "agent_py.tools").joinpath("python_driver.py").read_text("utf-8")
