@@ -31,8 +31,9 @@ from agent_py.terminal import (
     describe,
     run_in_browser,
 )
-from agent_py.tools import JavascriptExecutor, LLMGenerator
+from agent_py.tools import JavascriptExecutor, LLMGenerator, PythonExecutor
 from agent_py.tools.node_runner import NodeRunner
+from agent_py.tools.python_runner import SubprocessPyRunner
 
 
 async def run_demo(task: str, history: Path) -> int:
@@ -45,7 +46,11 @@ async def run_demo(task: str, history: Path) -> int:
 
     agent = Agent(
         llm=demo_llm(),
-        tools=[LLMGenerator(), JavascriptExecutor(NodeRunner())],
+        tools=[
+            LLMGenerator(),
+            JavascriptExecutor(NodeRunner()),
+            PythonExecutor(SubprocessPyRunner()),
+        ],
         on_event=show,
         config=AgentConfig(),
         sinks=[FileSink(history)],
