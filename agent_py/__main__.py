@@ -80,6 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         "--history", type=Path, default=Path(".artifacts/history/run.jsonl"), help="JSONL file"
     )
     run.add_argument(
+        "--session",
+        type=Path,
+        help="a session's JSONL history: the task continues it (a follow-up that may use its "
+        "answers) and is appended to it; a new file starts the session. Replaces --history",
+    )
+    run.add_argument(
         "--engine",
         choices=["auto", "webllm", "cpu", "openai", "scripted"],
         default="auto",
@@ -129,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = {**(settings or {}), **server}
     return run_in_browser(
         args.task,
-        history=args.history,
+        history=args.session or args.history,
+        continue_session=args.session is not None,
         engine=args.engine,
         script=script,
         settings=settings,

@@ -9,10 +9,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agent_py.conversation import (
+    SessionState,
+    TurnDigest,
+    digests_from_events,
+    make_digest,
+    turns_that_fit,
+)
 from agent_py.errors import AgentError
-from agent_py.events import AgentState, EventType
+from agent_py.events import AgentState, Event, EventType
 from agent_py.execution import StepOutcome
-from agent_py.history import EventListener, EventRecorder, HistorySink, Hooks
+from agent_py.history import EventListener, EventRecorder, HistorySink, Hooks, new_session_id
 from agent_py.llm import (
     LLM,
     ManagedLLM,
@@ -30,6 +37,8 @@ from agent_py.tools.base import ToolBase
 from agent_py.tools.registry import ToolRegistry
 
 DEFAULT_MODEL = "Qwen3-4B-q4f16_1-MLC"
+EARLIER_TURNS_SHARE = 8
+"""Earlier turns of the session take at most this fraction (1/N) of the context window."""
 
 
 class AgentConfig(BaseModel):
@@ -135,10 +144,45 @@ class Agent:
         self._running: asyncio.Task[Any] | None = None
         self._cancel_requested = False
         self._session_started = False
+        self._session_active = False  # a turn ran in this session since it was taken up
+        self.earlier: list[TurnDigest] = []
+        """The session's finished turns, oldest first: what a follow-up task is told."""
 
     @property
     def session(self) -> str:
         return self.recorder.session
+
+    def start_session(self, events: Iterable[Event] = ()) -> None:
+        """End the current session (if it had a turn) and start another: a new one, or the
+        recorded session of ``events`` (its JSONL history, or the page's stored events),
+        continued: the next task is its next turn, under its id, and sees its earlier turns.
+        The model stays loaded."""
+        if self._running is not None:
+            raise RuntimeError("a session cannot change while a task runs")
+        if self._session_active:
+            self.recorder.emit(EventType.SESSION_END, turns=self.recorder.turn)
+        session, last_turn, digests = digests_from_events(events)
+        self.take_over(
+            SessionState(session or new_session_id(), last_turn, digests, started=bool(session))
+        )
+
+    def handover(self) -> SessionState:
+        """Where this agent's session stands, for an agent that replaces it (new settings)."""
+        return SessionState(
+            self.recorder.session,
+            self.recorder.turn,
+            list(self.earlier),
+            self._session_started,
+            self._session_active,
+        )
+
+    def take_over(self, state: SessionState) -> None:
+        """Go on with ``state``'s session: its id, its turn count, its earlier turns."""
+        self.recorder.session = state.session
+        self.recorder.turn = state.turn
+        self.earlier = list(state.earlier)
+        self._session_started = state.started
+        self._session_active = state.active
 
     async def task(self, question: str) -> RunResult:
         """Run ``question`` to an answer. Never raises for a failed run: see ``state``."""
@@ -147,6 +191,7 @@ class Agent:
         self._running = asyncio.current_task()
         self._cancel_requested = False
         self.recorder.turn += 1
+        self._session_active = True
         if not self._session_started:
             self._session_started = True
             self.recorder.emit(
@@ -161,8 +206,9 @@ class Agent:
         run = PlanRun()
         state, error = AgentState.FAILED, None
         cancelled_from_outside = False
+        earlier = turns_that_fit(self.earlier, self.config.context_window // EARLIER_TURNS_SHARE)
         try:
-            await self._planner().run(question, run)
+            await self._planner().run(question, run, earlier_turns=earlier)
             state = AgentState.COMPLETED
         except asyncio.CancelledError:
             state, error = AgentState.CANCELLED, "stopped by the user"
@@ -186,7 +232,16 @@ class Agent:
             failed_steps=[s.step_id for s in result.steps if not s.ok],
             stats=result.stats.model_dump(),
         )
-        self.recorder.emit(EventType.TURN_END, state=state.value)
+        digest = make_digest(
+            self.recorder.turn,
+            question,
+            state.value,
+            result.answer if state is AgentState.COMPLETED else (error or ""),
+            ((o.step.step_id, o.result.reference_text()) for o in run.outcomes if o.ok),
+            plan=run.plan_reply,
+        )
+        self.earlier.append(digest)
+        self.recorder.emit(EventType.TURN_END, state=state.value, digest=digest.model_dump())
         await self.recorder.flush_hooks()
         if cancelled_from_outside:
             raise asyncio.CancelledError
@@ -219,10 +274,10 @@ class Agent:
             self._cancel_requested = True
             self._running.cancel()
 
-    async def close(self) -> None:
-        """Unload the model and end the session."""
+    async def close(self, *, end_session: bool = True) -> None:
+        """Unload the model and end the session (unless another agent takes it over)."""
         await self.llm.close()
-        if self._session_started:
+        if self._session_active and end_session:
             self.recorder.emit(EventType.SESSION_END, turns=self.recorder.turn)
         await self.recorder.flush_hooks()
 

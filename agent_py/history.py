@@ -85,6 +85,10 @@ _HOOK_FIELDS = {
 }
 
 
+def new_session_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
 class EventRecorder:
     """Stamps events with the session, turn and time, and hands them out."""
 
@@ -96,7 +100,7 @@ class EventRecorder:
         hooks: Hooks | None = None,
         session: str | None = None,
     ) -> None:
-        self.session = session or uuid.uuid4().hex[:12]
+        self.session = session or new_session_id()
         self.turn = 0
         self.listener = listener
         self.sinks = list(sinks)

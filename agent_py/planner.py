@@ -8,12 +8,13 @@ what is new.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from agent_py.answer_checks import unusable_answer
 from agent_py.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, prompt_tokens
 from agent_py.concurrency import run_together
+from agent_py.conversation import TurnDigest
 from agent_py.errors import PlanParseError, ReplyParseError, RunFailure
 from agent_py.events import AgentState, EventType
 from agent_py.execution import (
@@ -58,6 +59,8 @@ class PlanRun:
     plans: list[PlanSchema] = field(default_factory=list)
     outcomes: list[StepOutcome] = field(default_factory=list)
     replans: int = 0
+    plan_reply: str = ""
+    """The model's reply that gave the first plan, as it wrote it (a later turn is shown it)."""
 
 
 StateListener = Callable[[AgentState], None]
@@ -98,13 +101,28 @@ class PlanAndRethink:
     def plan_schema(self) -> dict[str, object]:
         return plan_json_schema(self.registry.names, self.plan_shape)
 
-    async def run(self, question: str, run: PlanRun) -> PlanRun:
-        """Solve ``question``, filling ``run`` as it goes (the caller keeps it on failure)."""
+    async def run(
+        self, question: str, run: PlanRun, *, earlier_turns: Sequence[TurnDigest] = ()
+    ) -> PlanRun:
+        """Solve ``question``, filling ``run`` as it goes (the caller keeps it on failure).
+        ``earlier_turns``: the session's earlier turns that fit the prompt (a follow-up may
+        build on them), oldest first."""
         self._on_state(AgentState.PLANNING)
-        conversation = self._opening(question)
+        conversation = self._opening(question, earlier_turns)
+        # What a step's own calls (its arguments, its code) are told the task is.
+        step_question = (
+            render(
+                "followup_question",
+                earlier="\n".join(turn.text() for turn in earlier_turns),
+                question=question,
+            )
+            if earlier_turns
+            else question
+        )
         system = conversation[0]["content"]
         async with self.model.unit(ModelRole.PLANNER):
             plan = await self._make_plan(conversation)
+        run.plan_reply = str(conversation[-1]["content"])
         memory = CallMemory()
         plan = self._adopt(plan, run, conversation, memory)
         self.recorder.emit(
@@ -128,7 +146,7 @@ class PlanAndRethink:
             step_ids = frozenset(s.step_id for plan in run.plans for s in plan.steps())
             last = await run_together(
                 [
-                    self.executor.run(step, task, question, earlier, memory, step_ids)
+                    self.executor.run(step, task, step_question, earlier, memory, step_ids)
                     for step in task.steps
                 ]
             )
@@ -204,17 +222,26 @@ class PlanAndRethink:
         the first plan call computes only the question's tokens."""
         return await self.model.prefill(self._opening(""), CallPurpose.PLAN)
 
-    def _opening(self, question: str) -> list[Message]:
-        """The plan call's conversation: the system prompt, the worked examples, the task."""
+    def _opening(self, question: str, earlier: Sequence[TurnDigest] = ()) -> list[Message]:
+        """The plan call's conversation: the system prompt, the worked examples, the session's
+        earlier turns as the model's own (each task, the plan it made, its result), then the
+        task. The fixed part stays first, so a prefilled cache still serves it."""
         conversation: list[Message] = [
             self._system_message(relevant_tools(self.registry, question))
         ]
         if self.strategy.examples:
             conversation += plan_example_turns(self.registry, self.plan_shape)
+        result = ""
+        for turn in earlier:
+            conversation.append(
+                {"role": "user", "content": result + render("plan_user", question=turn.question)}
+            )
+            conversation.append({"role": "assistant", "content": turn.plan or "(no plan)"})
+            result = render("followup_result", result=turn.outcome()) + "\n\n"
         conversation.append(
             {
                 "role": "user",
-                "content": render("plan_user", question=question),
+                "content": result + render("plan_user", question=question),
                 "keep": Keep.CURRENT,
             }
         )

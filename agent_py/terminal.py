@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from typing import Any, TextIO
 
 from agent_py.errors import SetupError as SetupError  # what the terminal commands catch
 from agent_py.events import Event, EventType
+from agent_py.history import read_history_file
 from agent_py.web_server import start_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,10 +92,10 @@ def describe(event: Event) -> str | None:
 class HistoryWriter:
     """Writes each event as a JSONL line as it arrives, and prints its line."""
 
-    def __init__(self, path: Path, out: TextIO) -> None:
+    def __init__(self, path: Path, out: TextIO, *, append: bool = False) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.file = path.open("w", encoding="utf-8")
+        self.file = path.open("a" if append else "w", encoding="utf-8")
         self.out = out
         self.final: Event | None = None
 
@@ -179,7 +181,7 @@ class PageAgent:
             if self.profile is None:
                 browser = playwright.chromium.launch(**options)
                 self._stack.callback(browser.close)
-                self.page = browser.new_page()
+                self.page = browser.new_context(service_workers="block").new_page()
             else:
                 context = self._persistent_context(playwright, options)
                 self._stack.callback(context.close)
@@ -227,13 +229,21 @@ class PageAgent:
     def _persistent_context(self, playwright: Any, options: dict[str, Any]) -> Any:
         """A browser whose storage outlives the run (the model's file and its prefilled
         state among it), in ``self.profile``; a profile another run holds open gives way to
-        a temporary one, said on stderr."""
+        a temporary one, said on stderr. Without service workers: the page's offline copy
+        would serve the run the files of the previous version (a new one is taken only at
+        the next load), and the terminal always has our server."""
         from playwright.sync_api import Error as PlaywrightError
 
         assert self.profile is not None
         self.profile.mkdir(parents=True, exist_ok=True)
+        # Registrations made by a profile that ran before service workers were blocked here
+        # would still control the page; the Cache API's data (the model's file) stays.
+        for registrations in ("Database", "ScriptCache"):
+            shutil.rmtree(self.profile / "Default" / "Service Worker" / registrations, True)
         try:
-            return playwright.chromium.launch_persistent_context(str(self.profile), **options)
+            return playwright.chromium.launch_persistent_context(
+                str(self.profile), service_workers="block", **options
+            )
         except PlaywrightError as error:
             if "ProcessSingleton" not in str(error) and "in use" not in str(error):
                 raise
@@ -243,7 +253,9 @@ class PageAgent:
             file=sys.stderr,
         )
         fresh = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="agent_py-profile-"))
-        return playwright.chromium.launch_persistent_context(fresh, **options)
+        return playwright.chromium.launch_persistent_context(
+            fresh, service_workers="block", **options
+        )
 
     @property
     def usable(self) -> bool:
@@ -267,13 +279,25 @@ class PageAgent:
             ).wait_for(timeout=int(timeout_s * 1000))
 
     def run(
-        self, question: str, *, script: dict[str, Any] | None = None, timeout_s: float = 1800
+        self,
+        question: str,
+        *,
+        script: dict[str, Any] | None = None,
+        timeout_s: float = 1800,
+        session: list[Event] | None = None,
     ) -> dict[str, Any] | None:
         """Run one task; the RunResult as a dict, or None when the page could not run it.
 
-        Past ``timeout_s`` (a hang guard) the run is stopped and reported as failed."""
+        ``session``: the recorded session the task continues (its events; [] a new one);
+        None: the page's current one (the previous task's, a follow-up). Past ``timeout_s``
+        (a hang guard) the run is stopped and reported as failed."""
         from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
+        if session is not None:
+            self.page.evaluate(
+                "events => window.agentApp.useSession(events)",
+                [event.model_dump(mode="json") for event in session],
+            )
         self.page.evaluate("window.agentApp.lastResult = undefined")
         if script is not None:
             self.page.evaluate("replies => window.agentApp.setScript(replies)", script)
@@ -295,6 +319,7 @@ def run_in_browser(
     task: str,
     *,
     history: Path,
+    continue_session: bool = False,
     engine: str = "auto",
     script: dict[str, Any] | None = None,
     settings: dict[str, Any] | None = None,
@@ -303,12 +328,19 @@ def run_in_browser(
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
-    """Run ``task`` in the page; returns the process exit code. ``profile``: the browser's
+    """Run ``task`` in the page; returns the process exit code. ``continue_session``: the
+    task is the next turn of the session recorded in ``history`` (a follow-up), appended to
+    it; otherwise a new session, written over ``history``. ``profile``: the browser's
     storage folder, kept between runs (None: a fresh one each run)."""
     from playwright.sync_api import Error as PlaywrightError
 
     started = time.perf_counter()
-    writer = HistoryWriter(history, out)
+    try:
+        session = read_session(history) if continue_session else []
+    except SetupError as exc:
+        print(str(exc), file=err)
+        return EXIT_SETUP
+    writer = HistoryWriter(history, out, append=continue_session)
     try:
         with PageAgent(engine=engine, settings=settings, on_event=writer, profile=profile) as agent:
             if not agent.usable:
@@ -317,7 +349,7 @@ def run_in_browser(
             print(f"engine: {agent.engine['label']}", file=out, flush=True)
             if agent.engine.get("reason"):
                 print(f"note: {agent.engine['reason']}", file=out, flush=True)
-            result = agent.run(task, script=script, timeout_s=timeout_s)
+            result = agent.run(task, script=script, timeout_s=timeout_s, session=session)
             if result is None:
                 print(f"the run failed: {agent.page_error()}", file=err)
                 return EXIT_FAILED
@@ -338,6 +370,21 @@ def run_in_browser(
         return EXIT_FAILED
     finally:
         writer.close()
+
+
+def read_session(path: Path) -> list[Event]:
+    """The events of a session's JSONL history; [] for a file that does not exist yet (the
+    session starts with this task). A file that is not such a history is a set-up error."""
+    if not path.exists() or path.stat().st_size == 0:
+        return []
+    try:
+        events = read_history_file(path)
+    except (OSError, ValueError) as exc:
+        why = f"{path} is not a session's history (JSONL of agent events): {exc}"
+        raise SetupError(why) from None
+    if len({event.session for event in events}) > 1:
+        raise SetupError(f"{path} holds more than one session: give the file of one")
+    return events
 
 
 def print_prepared(prepared: dict[str, Any], out: TextIO) -> None:

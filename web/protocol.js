@@ -16,6 +16,7 @@ export const ToWorker = Object.freeze({
   BOOT: "boot", // {settings: the user's settings (what differs from the defaults), engine: a ?engine= override or null}
   CONFIGURE: "configure", // {settings}: from the next run
   RUN: "run", // {question}
+  SESSION: "session", // {events}: go on with that recorded session from the next run ([]: a new one)
   STOP: "stop", // cancel the run and interrupt the generation
   SCRIPT: "script", // {replies}: the scripted test engine only
   SANDBOX_RESULT: "sandbox-result", // {id, result: {value, console, error, timed_out, truncated}}
@@ -39,6 +40,7 @@ export const toWorker = Object.freeze({
   boot: (settings, engine) => ({ type: ToWorker.BOOT, settings, engine }),
   configure: (settings) => ({ type: ToWorker.CONFIGURE, settings }),
   run: (question) => ({ type: ToWorker.RUN, question }),
+  session: (events) => ({ type: ToWorker.SESSION, events }),
   stop: () => ({ type: ToWorker.STOP }),
   script: (replies) => ({ type: ToWorker.SCRIPT, replies }),
   /** `result` is JavaScriptSandbox.run's (JavaScript names); Python reads snake_case. */

@@ -147,13 +147,40 @@ def run_suite(
                 page.on_event = record
                 started = time.perf_counter()
                 script = task.script if engine == "scripted" else None
-                result = page.run(task.question, script=script, timeout_s=task_timeout_s)
+                # Every task is a session of its own: no task sees another's turns.
+                result = page.run(
+                    task.question, script=script, timeout_s=task_timeout_s, session=[]
+                )
+                if task.follow_up is not None and result is not None:
+                    first = result
+                    script = task.follow_up.script if engine == "scripted" else None
+                    result = page.run(
+                        task.follow_up.question, script=script, timeout_s=task_timeout_s
+                    )
+                    result = _both_turns(first, result)
                 seconds = time.perf_counter() - started
             task_report = _report(task, result, seconds, page)
             report.reports.append(task_report)
             print(task_report.line(), file=out, flush=True)
     (artifacts / "summary.json").write_text(json.dumps(report.summary(), indent=1) + "\n")
     return report
+
+
+def _both_turns(first: dict[str, Any], second: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A two-turn task's outcome: the follow-up's, with the model's work of both turns."""
+    if second is None:
+        return None
+    one, two = first.get("stats") or {}, second.get("stats") or {}
+    calls = dict(one.get("model_calls") or {})
+    for purpose, count in (two.get("model_calls") or {}).items():
+        calls[purpose] = calls.get(purpose, 0) + count
+    stats = {
+        "model_calls": calls,
+        "prompt_tokens": int(one.get("prompt_tokens") or 0) + int(two.get("prompt_tokens") or 0),
+        "completion_tokens": int(one.get("completion_tokens") or 0)
+        + int(two.get("completion_tokens") or 0),
+    }
+    return {**second, "stats": stats}
 
 
 def _report(

@@ -1,7 +1,9 @@
 """The real-task suite: tasks with machine-checkable answers, and the checks.
 
-Tasks live in ``tasks.json`` beside this module (or any file of the same form). A task's
-``expect`` says what a right outcome meets; every check given must hold:
+Tasks live in ``tasks.json`` beside this module (or any file of the same form). A task with a
+``follow_up`` is two turns of one session: the follow-up needs the first turn's result, and
+``expect`` judges the follow-up. A task's ``expect`` says what a right outcome meets; every
+check given must hold:
 
 - ``state``: ``completed`` (the default) or ``failed``; a failed run must give a reason;
 - ``number``: the answer contains this number (``42`` passes "The result is 42.");
@@ -47,6 +49,15 @@ class Expect(BaseModel):
     language: Literal["es", "fr", "de"] | None = None
 
 
+class FollowUp(BaseModel):
+    """The second turn of a two-turn task: asked in the same session, after the first."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    script: dict[str, Any] = {}
+
+
 class EvalTask(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -54,6 +65,8 @@ class EvalTask(BaseModel):
     tier: Tier
     kind: str
     question: str
+    follow_up: FollowUp | None = None
+    """A second turn that needs the first one's result; ``expect`` judges its answer."""
     expect: Expect
     script: dict[str, Any] = {}
     """Replies of the scripted test engine that does this task right (plumbing only)."""

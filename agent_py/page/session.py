@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from agent_py.agent import Agent
+from agent_py.conversation import SessionState, digests_from_events
 from agent_py.errors import SetupError
 from agent_py.events import Event
 from agent_py.llm import LLM
@@ -53,7 +54,11 @@ class PageSession:
         # Looked up once: reading an attribute of a JavaScript object from Python is a
         # crossing of its own, and every event takes this path.
         self._send_event = bridge.emit
-        self._session = session
+        # The session the next agent goes on with (a reload's, or the one new settings
+        # replaced its agent in); None: a new one.
+        self._carry: SessionState | None = (
+            SessionState(session, 0, [], started=False) if session else None
+        )
         self._settings = PageSettings()
         self._agent: Agent | None = None
         self._builtin_names: list[str] = []
@@ -63,7 +68,9 @@ class PageSession:
 
     @property
     def session(self) -> str | None:
-        return self._agent.session if self._agent else self._session
+        if self._agent is not None:
+            return self._agent.session
+        return self._carry.session if self._carry else None
 
     async def configure(self, settings_json: str) -> str:
         """Apply the user's settings (what differs from the defaults); a change takes effect
@@ -78,8 +85,8 @@ class PageSession:
             raise SetupError(f"these settings cannot be used: {problems}") from None
         settings.model_profile()  # an unknown profile name fails here, not at the run
         if settings != self._settings and self._agent is not None:
-            self._session = self._agent.session  # keep the conversation's session id
-            await self._agent.close()
+            self._carry = self._agent.handover()  # the conversation goes on
+            await self._agent.close(end_session=False)
             self._agent = None
         self._settings = settings
         return self.settings_info()
@@ -116,6 +123,17 @@ class PageSession:
         return self.servers.statuses()
 
     # Runs.
+
+    def use_session(self, events_json: str) -> str:
+        """Go on with a recorded session (the page's stored events of it, as a JSON list),
+        or start a new one (``[]``): from the next run. Returns the session's id as JSON."""
+        events = [Event.model_validate(raw) for raw in json.loads(events_json)]
+        if self._agent is not None:
+            self._agent.start_session(events)
+        else:
+            session, turn, earlier = digests_from_events(events)
+            self._carry = SessionState(session, turn, earlier, started=True) if session else None
+        return json.dumps(self.session)
 
     def warm_up(self) -> None:
         """Do now, while the user types, what the first task would otherwise do on its way:
@@ -191,8 +209,10 @@ class PageSession:
                 # An engine in JavaScript streams its tokens to the UI itself.
                 on_token=self._bridge.engineToken if in_python else None,
                 config=self._settings.agent_config(),
-                session=self._session,
             )
+            if self._carry is not None:
+                self._agent.take_over(self._carry)
+                self._carry = None
         return self._agent
 
     def _model_server(self) -> LLM:

@@ -4,6 +4,7 @@ Stop, the JavaScript sandbox through the agent, residency counts, history across
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -282,6 +283,61 @@ def test_python_execute_runs_in_its_own_sandbox_for_one_run_and_stop_ends_it(
     assert finished(4) == "completed"
     output = page.locator('.turn:last-of-type [data-step="s1"] .output pre').text_content()
     assert output == "result: 42"
+
+
+def follow_up_replies(code: str) -> dict[str, Any]:
+    """Replies of a model that adds 8 to the result the plan prompt tells it (``code`` with
+    $1 for it), or plans ``return 'fresh'`` when it is told none."""
+    follow = plan([step("s1", "javascript_execute", {"code": code})])
+    fresh = plan([step("s1", "javascript_execute", {"code": "return 'fresh'"})])
+    return {
+        "plan": {"text": follow, "match": r"Result: (\d+)", "otherwise": fresh},
+        "rethink": "<status>continue</status>",
+        "answer": {"text": "$1", "match": r"result: (\w+)"},
+    }
+
+
+def test_a_follow_up_continues_the_conversation_across_a_reload_until_a_new_session(
+    page: Any, scripted: str
+) -> None:
+    """Turns of one session form a conversation: a follow-up's plan prompt holds the earlier
+    result, also after a reload (the stored session is continued); "New session" forgets it.
+    Each turn shows its time and model calls; Ctrl+Enter runs the task."""
+    open_app(page, scripted)
+
+    def ask(question: str, replies: dict[str, Any], turns: int) -> str:
+        page.evaluate("replies => window.agentApp.setScript(replies)", replies)
+        page.get_by_role("textbox", name="Task").fill(question)
+        page.get_by_role("textbox", name="Task").press("Control+Enter")
+        page.wait_for_function(
+            f"document.querySelectorAll('#run-view .turn')[{turns - 1}]?.dataset.state",
+            timeout=90_000,
+        )
+        last = page.locator("#run-view .turn").nth(turns - 1)
+        assert last.get_attribute("data-state") == "completed", last.inner_text()
+        return str(last.get_by_label("Answer").inner_text())
+
+    compute = {
+        **follow_up_replies(""),
+        "plan": plan([step("s1", "javascript_execute", {"code": "return 6 * 7"})]),
+    }
+    assert ask("Compute 6 times 7.", compute, 1) == "42"
+    assert ask("Add 8 to that result.", follow_up_replies("return $1 + 8"), 2) == "50"
+    state = page.locator("#run-view .turn").nth(1).locator(".turn-state").inner_text()
+    assert re.fullmatch(r"completed · \d+\.\d s · 3 model calls", state), (
+        state
+    )  # plan, rethink, answer
+
+    page.reload()
+    page.wait_for_function("document.body.dataset.status === 'ready'", timeout=90_000)
+    assert page.locator("#run-view .turn").count() == 2  # the conversation, as it was
+    assert ask("And 8 more.", follow_up_replies("return $1 + 8"), 3) == "58"
+
+    page.get_by_role("button", name="New session").click()
+    assert page.locator("#run-view .turn").count() == 0
+    assert ask("Add 8 to that result.", follow_up_replies("return $1 + 8"), 1) == "fresh"
+    sessions = page.evaluate("window.agentApp.sessions()")
+    assert len(sessions) == 2, sessions
 
 
 def test_sandboxed_code_cannot_read_the_page_or_its_storage(page: Any, scripted: str) -> None:

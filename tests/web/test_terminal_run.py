@@ -106,3 +106,54 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     done = agent_run(tmp_path, "task", "--engine", "scripted")
     assert done.returncode == 2
     assert "--script goes with --engine scripted" in done.stderr
+
+
+def test_a_session_file_carries_a_follow_up_to_the_earlier_result(
+    vendored: Path, tmp_path: Path
+) -> None:
+    """--session FILE: the second run is the session's next turn (its plan prompt holds the
+    first turn's result), appended to the same file; a file of something else is refused."""
+    session = tmp_path / "s.jsonl"
+    follow = json.loads(json.dumps(PLAN))
+    follow["tasks"][0]["steps"][0]["arguments"]["code"] = "return $1 + 8"
+    fresh = json.loads(json.dumps(PLAN))
+    fresh["tasks"][0]["steps"][0]["arguments"]["code"] = "return 'no earlier result'"
+    replies = {
+        "plan": {
+            "text": f"<plan>{json.dumps(follow)}</plan>",
+            "match": r"Result: (\d+)",
+            "otherwise": f"<plan>{json.dumps(fresh)}</plan>",
+        },
+        "rethink": "<status>continue</status>",
+        "answer": {"text": "$1", "match": r"result: (\w+)"},
+    }
+    first = agent_run(
+        tmp_path, "Use JavaScript to compute 6 times 7.", "--engine", "scripted",
+        "--script", script_file(tmp_path, {**replies, "plan": f"<plan>{json.dumps(PLAN)}</plan>"}),
+        "--session", str(session),
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split("\n\n")[1].strip() == "42", first.stdout
+    second = agent_run(
+        tmp_path, "Add 8 to that result.", "--engine", "scripted",
+        "--script", script_file(tmp_path, replies), "--session", str(session),
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split("\n\n")[1].strip() == "50", second.stdout
+
+    events = read_history_file(session)
+    assert len({e.session for e in events}) == 1
+    assert [e.content for e in events if e.type == "turn_start"] == [
+        "Use JavaScript to compute 6 times 7.",
+        "Add 8 to that result.",
+    ]
+    assert [e.turn for e in events if e.type == "final"] == [1, 2]
+
+    other = tmp_path / "other.txt"
+    other.write_text("not a history\n")
+    refused = agent_run(
+        tmp_path, "anything", "--engine", "scripted",
+        "--script", script_file(tmp_path, replies), "--session", str(other),
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "is not a session's history" in refused.stderr

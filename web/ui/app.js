@@ -11,6 +11,9 @@ import { ToolHost } from "./tool-host.js";
 // What the user changed in Settings, kept in this browser; every default, and every setting
 // in effect, comes from Python (agent_py/browser.py, PageSettings) in "ready" and "settings".
 const SETTINGS_KEY = "agent_py.settings";
+const SESSION_KEY = "agent_py.session"; // the conversation the next run continues
+// What the worker needs of a stored session to continue it: its turns' framing and digests.
+const SESSION_FRAMING = new Set(["session_start", "turn_start", "final", "turn_end"]);
 const STOP_GRACE_MS = 10_000; // a Stop the worker has not honoured by then restarts it
 
 const $ = (id) => document.getElementById(id);
@@ -28,6 +31,10 @@ let running = false;
 let stopTimer = null;
 let storeFailed = false;
 let eventQueue = Promise.resolve();
+let currentSession = localStorage.getItem(SESSION_KEY);
+let storeSettled;
+const storeSettledOnce = new Promise((resolve) => { storeSettled = resolve; });
+let sessionSent = Promise.resolve(); // a run is posted after the session it belongs to
 // Settled when the first worker has booted (or failed to): the offline copy waits for it.
 let firstBootSettled;
 const firstBoot = new Promise((resolve) => { firstBootSettled = resolve; });
@@ -58,6 +65,7 @@ function setRunning(value) {
   running = value;
   $("run").disabled = !ready || running;
   $("stop").disabled = !running;
+  $("new-session").disabled = running;
 }
 
 // --- events: stored first, then drawn ----------------------------------------------------------
@@ -87,6 +95,7 @@ function onAgentEvents(events) {
 }
 
 function drawEvent(event) {
+  if (event.type === "turn_start" && event.session !== currentSession) rememberSession(event.session);
   view.apply(event);
   // Automation hook: `python -m agent_py run` exposes this function to follow the run.
   if (typeof window.__agent_py_event === "function") window.__agent_py_event(event);
@@ -241,6 +250,7 @@ function onReady({ engine, timings, settings: info }) {
   setRunning(false);
   worker.postMessage(toWorker.mcpAuthRecords(loadAuthRecords()));
   worker.postMessage(toWorker.mcpServers(serversPanel.servers()));
+  sendSession();
 }
 
 // --- run and stop --------------------------------------------------------------------------------
@@ -250,7 +260,48 @@ function run(question) {
   $("live").textContent = "";
   setStatus("Running…");
   setRunning(true);
-  worker.postMessage(toWorker.run(question));
+  const target = worker;
+  sessionSent.then(() => target.postMessage(toWorker.run(question)));
+}
+
+// --- the conversation: turns of one session, continued across reloads ----------------------------
+function rememberSession(session) {
+  currentSession = session;
+  if (session) localStorage.setItem(SESSION_KEY, session);
+  else localStorage.removeItem(SESSION_KEY);
+}
+
+/** Tells the (re)booted worker which session the next run continues: its stored turns. */
+function sendSession() {
+  const target = worker;
+  sessionSent = (async () => {
+    await storeSettledOnce;
+    let events = [];
+    if (currentSession && store && !storeFailed) {
+      try {
+        events = (await store.events(currentSession)).filter((event) => SESSION_FRAMING.has(event.type));
+      } catch (error) {
+        showError(`The conversation could not be continued: ${error.message || error}`);
+      }
+    }
+    target.postMessage(toWorker.session(events));
+  })();
+  return sessionSent;
+}
+
+/** Continue `session` (null: a new one) from the next run. */
+function chooseSession(session) {
+  rememberSession(session);
+  if (ready) sendSession();
+}
+
+function newSession() {
+  if (running) return;
+  view.clear();
+  $("session-notice").hidden = true;
+  chooseSession(null);
+  setStatus("New session");
+  $("task").focus();
 }
 
 function stop() {
@@ -289,7 +340,11 @@ async function refreshSessions() {
       });
       const open = Object.assign(document.createElement("button"), { type: "button", textContent: "Open" });
       open.setAttribute("aria-label", `Open session ${session.title || session.session}`);
-      open.onclick = () => openSession(session.session);
+      open.onclick = async () => {
+        if (running) return;
+        await openSession(session.session);
+        chooseSession(session.session); // the next run continues it
+      };
       const exportButton = Object.assign(document.createElement("button"), { type: "button", textContent: "Export JSONL" });
       exportButton.setAttribute("aria-label", `Export session ${session.title || session.session} as JSONL`);
       exportButton.onclick = async () => downloadJsonl(`agent_py-${session.session}.jsonl`, await store.exportJsonl(session.session));
@@ -415,6 +470,14 @@ window.agentApp = {
   bridgePresence: () => tools.relay.presence,
   run,
   stop,
+  sessions: () => store.sessions(),
+  /** The next run continues the session of these stored events ([]: a new session). */
+  useSession(events) {
+    rememberSession(events[0]?.session ?? null);
+    const target = worker;
+    sessionSent = sessionSent.then(() => target.postMessage(toWorker.session(events.filter((event) => SESSION_FRAMING.has(event.type)))));
+    return sessionSent;
+  },
 };
 
 // --- start ---------------------------------------------------------------------------------------
@@ -423,6 +486,13 @@ async function main() {
     event.preventDefault();
     run($("task").value);
   });
+  $("task").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      run($("task").value);
+    }
+  });
+  $("new-session").addEventListener("click", newSession);
   $("stop").addEventListener("click", stop);
   $("settings-form").addEventListener("submit", saveSettings);
   $("refresh-models").addEventListener("click", () => worker.postMessage(toWorker.models()));
@@ -438,12 +508,19 @@ async function main() {
     const last = sessions[0];
     if (last && (last.lastState === "running" || last.lastState === "interrupted")) {
       await openSession(last.session);
+      rememberSession(last.session);
       $("session-notice").hidden = false;
       $("session-notice").textContent = "The last session was interrupted by a page reload; everything shown before is kept below.";
+    } else if (currentSession && sessions.some((session) => session.session === currentSession)) {
+      await openSession(currentSession); // the conversation as it was before the reload
+    } else {
+      rememberSession(null);
     }
     await refreshSessions();
   } catch (error) {
     showError(String(error.message || error)); // sessions.js says "Session history is unavailable: …"
+  } finally {
+    storeSettled();
   }
 
   // Offline use needs the service worker; the page works without it while online, so a

@@ -192,6 +192,11 @@ export class RunView {
     const state = event.meta.state;
     turn.state.textContent = state;
     turn.section.dataset.state = state;
+    const stats = event.meta.stats;
+    if (stats) {
+      const calls = Object.values(stats.model_calls || {}).reduce((a, b) => a + b, 0);
+      turn.state.textContent = `${state} · ${(stats.wall_time_s ?? 0).toFixed(1)} s · ${calls} model call${calls === 1 ? "" : "s"}`;
+    }
     if (state === "completed") {
       const answer = el("div", { class: "answer", "aria-label": "Answer" });
       answer.innerHTML = renderMarkdown(event.content);

@@ -369,6 +369,11 @@ async function handle(message) {
       return;
     case ToWorker.RUN:
       return run(message);
+    case ToWorker.SESSION:
+      if (!page) throw new Error("The agent is still starting: no session can be chosen yet.");
+      if (running) throw new Error("The session cannot change while a task runs.");
+      page.use_session(JSON.stringify(message.events));
+      return;
     case ToWorker.STOP:
       page?.cancel();
       engine?.interrupt();

@@ -1,7 +1,9 @@
 // The scripted test engine: replays replies a test gave it. It exists for the tests only, is
 // chosen only by the explicit test switch (?engine=scripted), and the page labels it.
 // Replies per purpose (plan, arguments, generate, rethink, answer): a string, or a list used
-// in order (the last repeats); an item may be {text, delay_ms} to simulate a slow model.
+// in order (the last repeats); an item may be {text, delay_ms} to simulate a slow model, or
+// {text, match, otherwise}: when the regular expression `match` finds its group in the call's
+// last message, `text` with that group for $1 (a test that the prompt holds it), else `otherwise`.
 
 export class ScriptedEngine {
   /** @param {{contextWindow?: number}} options the page's context_window, as other engines get it */
@@ -65,7 +67,8 @@ export class ScriptedEngine {
     const queue = this.script[call.purpose];
     if (!queue || queue.length === 0) throw new Error(`the test script has no reply for a ${call.purpose} call`);
     const item = queue.length > 1 ? queue.shift() : queue[0];
-    const { text, delay_ms: delay = 0 } = typeof item === "string" ? { text: item } : item;
+    const text = replyText(item, messages);
+    const { delay_ms: delay = 0 } = typeof item === "string" ? {} : item;
     this.calls.push({ purpose: call.purpose, step: call.step, tool: call.tool });
     this.interrupted = false;
     // Stream in a few chunks, honouring interrupt() like a real engine.
@@ -96,4 +99,11 @@ function usageOf(messages, text, cached) {
   let shared = 0;
   while (shared < now.length && shared < cached.length && now[shared] === cached[shared]) shared++;
   return { prompt_tokens: prompt, completion_tokens: Math.ceil(text.length / 3), cached_prompt_tokens: Math.ceil(shared / 3) };
+}
+
+function replyText(item, messages) {
+  if (typeof item === "string") return item;
+  if (!item.match) return item.text;
+  const found = new RegExp(item.match).exec(String(messages[messages.length - 1]?.content ?? ""));
+  return found ? item.text.replaceAll("$1", found[1]) : item.otherwise ?? `(no match for ${item.match})`;
 }

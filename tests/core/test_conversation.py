@@ -1,0 +1,133 @@
+"""Follow-up turns: a task of the same session sees the earlier turns (each task, the plan the
+model made for it and its result, as turns of the plan call's conversation), also when the
+session is continued from its recorded history, and never more of them than its share of the
+context window."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from support import default_tools, make_agent, plan_reply, step
+
+from agent_py import Agent, AgentConfig, AgentState, FileSink, ScriptedLLM, read_history_file
+from agent_py.agent import EARLIER_TURNS_SHARE
+from agent_py.budget import estimate_tokens, prompt_tokens
+from agent_py.conversation import TurnDigest, digests_from_events, turns_that_fit
+from agent_py.llm import CallInfo, CallPurpose, Message
+
+FIRST = "Use JavaScript to compute 6 times 7."
+FOLLOW_UP = "Add 8 to that result."
+
+
+def follow_up_model() -> ScriptedLLM:
+    """A model that can do the follow-up only with the earlier result in its prompt: it adds
+    8 to the last "Result:" it was told about, and plans 6 * 7 when there is none."""
+
+    def script(messages: list[Message], call: CallInfo) -> str:
+        if call.purpose is CallPurpose.PLAN:
+            told = re.findall(r"Result: (\d+)", str(messages[-1]["content"]))
+            code = f"return {told[-1]} + 8;" if told else "return 6 * 7;"
+            return plan_reply([step("s1", "javascript_execute", {"code": code})])
+        value = re.findall(r"result: (\d+)", str(messages[-1]["content"]))[-1]
+        return f"<status>done</status><final>{value}</final>"
+
+    return ScriptedLLM(script)
+
+
+async def test_a_follow_up_uses_the_earlier_result() -> None:
+    llm = follow_up_model()
+    agent, sink = make_agent(llm)
+
+    first = await agent.task(FIRST)
+    second = await agent.task(FOLLOW_UP)
+
+    assert (first.state, first.answer) == (AgentState.COMPLETED, "42")
+    assert (second.state, second.answer) == (AgentState.COMPLETED, "50")
+    plans = [m for m, c in llm.calls if c.purpose is CallPurpose.PLAN]
+    assert plans[0][-1]["content"] == f"Task: {FIRST}"  # as a first turn's always was
+    # The second call is the first one's conversation, then the turn as it went.
+    assert plans[1][: len(plans[0])] == plans[0]
+    assert [m["role"] for m in plans[1][len(plans[0]) :]] == ["assistant", "user"]
+    assert "return 6 * 7;" in plans[1][-2]["content"]  # the plan the model made
+    assert plans[1][-1]["content"] == f"Result: 42\n\nTask: {FOLLOW_UP}"
+    ends = [e for e in sink.events if e.type == "turn_end"]
+    assert [e.meta["digest"]["answer"] for e in ends] == ["42", "50"]
+    await agent.close()
+
+
+async def test_a_session_continued_from_its_history_file(tmp_path: Path) -> None:
+    """The terminal's --session FILE: a new agent (a new process) resumes the recorded
+    session, under its id, as its next turn, and appends to the same file."""
+    history = tmp_path / "s.jsonl"
+    agent = Agent(llm=follow_up_model(), tools=default_tools(), sinks=[FileSink(history)])
+    assert (await agent.task(FIRST)).answer == "42"
+    await agent.close()
+    session = agent.session
+
+    later = Agent(llm=follow_up_model(), tools=default_tools(), sinks=[FileSink(history)])
+    later.start_session(read_history_file(history))
+    result = await later.task(FOLLOW_UP)
+    await later.close()
+
+    assert result.answer == "50"
+    events = read_history_file(history)
+    assert {e.session for e in events} == {session}
+    assert [e.turn for e in events if e.type == "turn_start"] == [1, 2]
+    assert [e.type for e in events].count("session_start") == 1
+    assert digests_from_events(events)[1:] == (2, digests_from_events(events)[2])
+    assert [d.answer for d in digests_from_events(events)[2]] == ["42", "50"]
+
+
+async def test_twenty_earlier_turns_stay_within_their_share_of_the_window() -> None:
+    """Twenty long turns: the plan call keeps the newest turns that fit in 1/8 of the window,
+    oldest first, and every call stays within the engine's context."""
+    config = AgentConfig(context_window=8192)
+    calls: list[list[Message]] = []
+
+    def script(messages: list[Message], call: CallInfo) -> str:
+        if call.purpose is CallPurpose.PLAN:
+            calls.append(messages)
+            code = f"return '{len(calls)}: ' + 'word '.repeat(300);"
+            return plan_reply([step("s1", "javascript_execute", {"code": code})])
+        return f"<status>done</status><final>turn {len(calls)}: {'word ' * 200}</final>"
+
+    llm = ScriptedLLM(script)
+    agent, _ = make_agent(llm, config=config)
+    for turn in range(1, 22):
+        result = await agent.task(f"Task number {turn}: " + "please " * 60)
+        assert result.state is AgentState.COMPLETED, result.error
+
+    first, last = calls[0], calls[-1]
+    earlier = last[len(first) - 1 : -1]  # the turns between the fixed part and the task
+    shown = [int(n) for m in earlier for n in re.findall(r"Task: Task number (\d+)", m["content"])]
+    assert shown and shown == list(range(21 - len(shown), 21))  # the newest, in order
+    assert len(shown) < 20  # the oldest gave way
+    assert prompt_tokens(earlier, estimate_tokens) <= 8192 // EARLIER_TURNS_SHARE
+    assert last[-1]["content"].startswith("Result: turn 20: word")
+    assert last[-1]["content"].endswith("Task: Task number 21: " + "please " * 60)
+    assert max(prompt_tokens(m, estimate_tokens) for m, _ in llm.calls) <= 8192
+    await agent.close()
+
+
+def test_an_older_history_without_digests_gives_question_and_answer() -> None:
+    """Histories written before digests: the turn is rebuilt from turn_start and final."""
+    from agent_py.events import Event, EventType
+
+    events = [
+        Event(session="s", turn=1, type=EventType.TURN_START, content="What is 6 times 7?"),
+        Event(session="s", turn=1, type=EventType.FINAL, content="42", meta={"state": "completed"}),
+        Event(session="s", turn=1, type=EventType.TURN_END, meta={"state": "completed"}),
+        Event(session="s", turn=2, type=EventType.TURN_START, content="never ended"),
+    ]
+    session, last_turn, digests = digests_from_events(events)
+    assert (session, last_turn) == ("s", 2)
+    assert digests == [
+        TurnDigest(turn=1, question="What is 6 times 7?", state="completed", answer="42")
+    ]
+    assert digests[0].text() == '"What is 6 times 7?" → 42'
+    long = TurnDigest(turn=2, question="Summarise the report.", state="failed", answer="x" * 300)
+    assert turns_that_fit([*digests, long], 1000) == [*digests, long]
+    assert turns_that_fit([*digests, long], long.tokens()) == [long]  # the newest first
+    assert turns_that_fit([*digests, long], 10) == []
+    assert long.outcome() == f"not done ({'x' * 300})"
