@@ -16,7 +16,7 @@ from agent_py.conversation import (
     make_digest,
     turns_that_fit,
 )
-from agent_py.errors import AgentError
+from agent_py.errors import AgentError, PlanCancelled
 from agent_py.events import AgentState, Event, EventType
 from agent_py.execution import StepOutcome
 from agent_py.history import EventListener, EventRecorder, HistorySink, Hooks, new_session_id
@@ -33,6 +33,7 @@ from agent_py.model_client import ModelClient, ReplyBudgets, TokenListener
 from agent_py.plan import PlanSchema, PlanShape
 from agent_py.planner import PlanAndRethink, PlanRun
 from agent_py.profiles import Strategy
+from agent_py.review import PlanReviewer, ReviewPolicy
 from agent_py.tools.base import ToolBase
 from agent_py.tools.registry import ToolRegistry
 
@@ -52,6 +53,8 @@ class AgentConfig(BaseModel):
     sampling: Sampling | None = None
     text_sampling: Sampling | None = None
     """Sampling of free-text calls (generate, answer, rethink); None: ``sampling``."""
+    review: ReviewPolicy = "off"
+    """Which plans wait for the user's review (needs the agent's ``reviewer``)."""
     max_steps: int = Field(100, ge=1)
     max_replans: int = Field(5, ge=0)
     tool_timeout_s: float = Field(60.0, gt=0)
@@ -114,8 +117,10 @@ class Agent:
         sinks: Iterable[HistorySink] = (),
         hooks: Hooks | None = None,
         session: str | None = None,
+        reviewer: PlanReviewer | None = None,
     ) -> None:
         self.config = config or AgentConfig()
+        self.reviewer = reviewer
         self.recorder = EventRecorder(listener=on_event, sinks=sinks, hooks=hooks, session=session)
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.llm = (
@@ -216,6 +221,8 @@ class Agent:
                 self._running.uncancel()
             else:
                 cancelled_from_outside = True
+        except PlanCancelled as exc:
+            state, error = AgentState.CANCELLED, str(exc)
         except AgentError as exc:  # a failure we know: its message is for the user
             error = str(exc)
         except Exception as exc:  # a bug of ours: still end the turn with a clear event
@@ -266,6 +273,8 @@ class Agent:
             plan_shape=self.config.plan_shape,
             strategy=self.config.strategy,
             on_state=self._set_state,
+            reviewer=self.reviewer,
+            review=self.config.review,
         )
 
     def cancel(self) -> None:

@@ -64,6 +64,10 @@ class RunFailure(AgentError):
     """The run cannot go on; the message says why, for the user."""
 
 
+class PlanCancelled(AgentError):
+    """The user cancelled the plan at its review: the run ends cancelled, nothing ran."""
+
+
 class SetupError(AgentError):
     """Something the agent needs to start is missing or unusable (a terminal command's tool,
     the page's settings); the message says how to get it right."""

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class AgentState(StrEnum):
     IDLE = "idle"
     PLANNING = "planning"
+    REVIEWING = "reviewing"  # the plan waits for the user's review
     EXECUTING = "executing"
     REFLECTING = "reflecting"
     COMPLETED = "completed"
@@ -41,6 +42,7 @@ class EventType(StrEnum):
     # Plan progress.
     STATE = "state"
     PLAN_STARTED = "plan_started"
+    PLAN_REVIEWED = "plan_reviewed"  # the user's review: meta.action, meta.changes, meta.plan
     PLAN_MERGED = "plan_merged"  # repeated steps of a plan were merged (meta.merged)
     PLAN_RENAMED = "plan_renamed"  # a new plan's reused step ids were renamed (meta.renamed)
     STEP_STARTED = "step_started"

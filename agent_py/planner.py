@@ -15,7 +15,7 @@ from agent_py.answer_checks import unusable_answer
 from agent_py.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, prompt_tokens
 from agent_py.concurrency import run_together
 from agent_py.conversation import TurnDigest
-from agent_py.errors import PlanParseError, ReplyParseError, RunFailure
+from agent_py.errors import PlanCancelled, PlanParseError, ReplyParseError, RunFailure
 from agent_py.events import AgentState, EventType
 from agent_py.execution import (
     CallMemory,
@@ -45,6 +45,14 @@ from agent_py.plan import (
 from agent_py.plan_prompts import plan_example_turns, plan_system_message, relevant_tools
 from agent_py.profiles import Strategy
 from agent_py.prompts import render
+from agent_py.review import (
+    PlanReviewer,
+    ReviewPolicy,
+    checked_edit,
+    needs_review,
+    plan_changes,
+    remote_tools,
+)
 from agent_py.tools.registry import ToolRegistry
 
 DIGEST_MARGIN_TOKENS = 64  # the digest's own framing lines, estimated on the safe side
@@ -79,8 +87,12 @@ class PlanAndRethink:
         on_state: StateListener,
         plan_shape: PlanShape | None = None,
         strategy: Strategy | None = None,
+        reviewer: PlanReviewer | None = None,
+        review: ReviewPolicy = "off",
     ) -> None:
         self.model = model
+        self.reviewer = reviewer
+        self.review = review if reviewer is not None else "off"
         self.registry = registry
         self.recorder = recorder
         self.max_steps = max_steps
@@ -123,6 +135,7 @@ class PlanAndRethink:
         async with self.model.unit(ModelRole.PLANNER):
             plan = await self._make_plan(conversation)
         run.plan_reply = str(conversation[-1]["content"])
+        plan = await self._reviewed(plan, question)
         memory = CallMemory()
         plan = self._adopt(plan, run, conversation, memory)
         self.recorder.emit(
@@ -186,7 +199,8 @@ class PlanAndRethink:
                 run.replans += 1
                 if run.replans > self.max_replans:
                     raise RunFailure(f"stopped after {self.max_replans} re-plans")
-                adopted = self._adopt(decision.plan, run, conversation, memory)
+                changed = await self._reviewed(decision.plan, question)
+                adopted = self._adopt(changed, run, conversation, memory)
                 pending = list(adopted.tasks)
             if not decision.unreadable:
                 text = decision.final or decision.status.value
@@ -246,6 +260,43 @@ class PlanAndRethink:
             }
         )
         return conversation
+
+    async def _reviewed(self, plan: PlanSchema, question: str) -> PlanSchema:
+        """The plan as the user approved it, when the review policy shows it (else as it is);
+        raises PlanCancelled when the user cancels it. An edit that breaks the plan's rules
+        is offered again with the reason."""
+        if self.reviewer is None or not needs_review(plan, self.registry, self.review):
+            return plan
+        self._on_state(AgentState.REVIEWING)
+        problem: str | None = None
+        while True:
+            answer = await self.reviewer.review(plan, question=question, problem=problem)
+            if answer.action == "cancel":
+                self.recorder.emit(EventType.PLAN_REVIEWED, "cancelled", action="cancel")
+                raise PlanCancelled("you cancelled the plan at its review: nothing ran")
+            if answer.plan is None:
+                allowed = remote_tools(plan, self.registry)
+                how = (
+                    f"approved (always allowed: {', '.join(allowed)})"
+                    if answer.auto
+                    else "approved"
+                )
+                self.recorder.emit(EventType.PLAN_REVIEWED, how, action="approve", auto=answer.auto)
+                return plan
+            try:
+                edited = checked_edit(answer.plan, self.plan_schema(), self.registry)
+            except ValueError as error:
+                problem = str(error)
+                continue
+            changes = plan_changes(plan, edited)
+            self.recorder.emit(
+                EventType.PLAN_REVIEWED,
+                "edited: " + ("; ".join(changes) or "no change"),
+                action="edit",
+                changes=changes,
+                plan=edited.model_dump(exclude_none=True),
+            )
+            return edited
 
     async def _retry_plan(
         self, conversation: list[Message], outcomes: list[StepOutcome]

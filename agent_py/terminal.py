@@ -187,9 +187,10 @@ class PageAgent:
                 self._stack.callback(context.close)
                 self.page = context.pages[0] if context.pages else context.new_page()
             self.page.expose_function("__agent_py_event", lambda raw: self.on_event(raw))
-            if self.settings:
-                stored = json.dumps(json.dumps(self.settings))
-                self.page.add_init_script(f"localStorage.setItem('agent_py.settings', {stored})")
+            # Nobody is at the page to review a plan: off unless the settings say otherwise.
+            settings = {"review_plans": "off", **(self.settings or {})}
+            stored = json.dumps(json.dumps(settings))
+            self.page.add_init_script(f"localStorage.setItem('agent_py.settings', {stored})")
             self.page.goto(f"{base_url}index.html?engine={self.engine_choice}")
             self.page.wait_for_function(
                 "['ready', 'failed'].includes(document.body.dataset.status)", timeout=180_000

@@ -30,6 +30,7 @@ export const ToWorker = Object.freeze({
   MCP_FORGET: "mcp-forget", // {name}: forget a server's sign-in
   MCP_AUTHORIZED: "mcp-authorized", // {id, url} | {id, error}: the sign-in popup's answer
   MCP_ELICITED: "mcp-elicited", // {id, answer: {action, content?}}: the form's answer
+  PLAN_REVIEWED: "plan-reviewed", // {id, answer: {action, plan?, auto?}}: the user's review
   BRIDGE_HEAD: "bridge-head", // {id, status, headers}: the extension's answer, in order:
   BRIDGE_CHUNK: "bridge-chunk", // {id, chunk}: body bytes, base64
   BRIDGE_END: "bridge-end", // {id}
@@ -61,6 +62,7 @@ export const toWorker = Object.freeze({
   /** `answer`: {url} when the callback page landed, {error} when the user gave up. */
   mcpAuthorized: (id, answer) => ({ type: ToWorker.MCP_AUTHORIZED, id, url: answer.url, error: answer.error }),
   mcpElicited: (id, answer) => ({ type: ToWorker.MCP_ELICITED, id, answer }),
+  planReviewed: (id, answer) => ({ type: ToWorker.PLAN_REVIEWED, id, answer }),
   bridgeHead: (id, status, headers) => ({ type: ToWorker.BRIDGE_HEAD, id, status, headers }),
   bridgeChunk: (id, chunk) => ({ type: ToWorker.BRIDGE_CHUNK, id, chunk }),
   bridgeEnd: (id) => ({ type: ToWorker.BRIDGE_END, id }),
@@ -91,6 +93,7 @@ export const ToUI = Object.freeze({
   MCP_AUTHORIZE: "mcp-authorize", // {id, server, url}: sign in (answer with MCP_AUTHORIZED)
   MCP_AUTH_SAVE: "mcp-auth-save", // {url, record | null}: keep or drop a server's tokens
   MCP_ELICIT: "mcp-elicit", // {id, form}: ask the user (answer with MCP_ELICITED)
+  PLAN_REVIEW: "plan-review", // {id, request: {plan, question, problem, policy, tools}} (answer with PLAN_REVIEWED)
   BRIDGE_REQUEST: "bridge-request", // {id, request: {method, url, headers, body, timeout_ms}}
   BRIDGE_ABORT: "bridge-abort", // {id}
   ERROR: "error", // {message}
@@ -128,6 +131,7 @@ export const toUI = Object.freeze({
   mcpAuthorize: (id, server, url) => ({ type: ToUI.MCP_AUTHORIZE, id, server, url }),
   mcpAuthSave: (url, record) => ({ type: ToUI.MCP_AUTH_SAVE, url, record }),
   mcpElicit: (id, form) => ({ type: ToUI.MCP_ELICIT, id, form }),
+  planReview: (id, request) => ({ type: ToUI.PLAN_REVIEW, id, request }),
   /** `request` is Python's BridgeRequest less `id` and `mode` (agent_py/page/http.py). */
   bridgeRequest: (id, { method, url, headers, body, timeout_ms }) => ({
     type: ToUI.BRIDGE_REQUEST,

@@ -45,6 +45,7 @@ const SHELL_FILES = [
   "ui/render.js",
   "ui/tool-host.js",
   "ui/sandbox-host.js",
+  "ui/plan-review.js",
   "ui/python-sandbox-host.js",
   "ui/servers.js",
   "ui/extension-relay.js",

@@ -142,6 +142,8 @@ def namespaced_tool_name(server: str, tool: str) -> str:
 class MCPTool(ToolBase):
     """One tool of one MCP server, as the agent sees it."""
 
+    remote = True
+
     def __init__(self, *, server: str, tool: Tool, client: MCPClient, call_timeout_s: float):
         self.name = namespaced_tool_name(server, tool.name)
         self.description = tool.description or tool.title or f"The {tool.name} tool of {server}."

@@ -25,6 +25,7 @@ from agent_py.events import Event
 from agent_py.llm import LLM
 from agent_py.page.engine import BridgeJSRunner, BridgeLLM, BridgePyRunner
 from agent_py.page.ports import Bridge
+from agent_py.page.review import PageReviewer
 from agent_py.page.servers import PageServers
 from agent_py.page.settings import PageSettings
 from agent_py.tools.base import ToolBase
@@ -65,6 +66,7 @@ class PageSession:
         self._python = BridgePyRunner(bridge)
         # mcpStatus is looked up when a server reports: it is needed only once one is configured.
         self.servers = PageServers(lambda status: bridge.mcpStatus(status), http=http, user=user)
+        self._user = user
 
     @property
     def session(self) -> str | None:
@@ -210,6 +212,10 @@ class PageSession:
                 on_token=self._bridge.engineToken if in_python else None,
                 config=self._settings.agent_config(),
             )
+            if self._user is not None:
+                self._agent.reviewer = PageReviewer(
+                    self._user, self._agent.tools, self._settings.review_policy()
+                )
             if self._carry is not None:
                 self._agent.take_over(self._carry)
                 self._carry = None

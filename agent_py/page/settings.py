@@ -12,6 +12,7 @@ from agent_py.llm import ModelRoles, ResidencyPolicy, Sampling
 from agent_py.model_client import ReplyBudgets
 from agent_py.plan import PlanShape
 from agent_py.profiles import DEFAULT_CPU_MODEL, ModelProfile, Strategy, profile_for
+from agent_py.review import ReviewPolicy
 from agent_py.tools.javascript import DEFAULT_TIMEOUT_S as JS_TIMEOUT_S
 
 
@@ -95,6 +96,11 @@ class PageSettings(BaseModel):
     max_tokens: int = Field(1024, ge=64)
     tool_timeout_s: float = _as_in_agent("tool_timeout_s")
     js_timeout_s: float = Field(JS_TIMEOUT_S, gt=0)
+    """The time limit of one javascript_execute or python_execute call."""
+    review_plans: Literal["auto", "off", "remote", "always"] = "auto"
+    """Which plans wait for the user's review before they run: ``remote`` those that call
+    an MCP server's tool, ``always``, ``off``; ``auto`` is ``remote`` in the page, ``off`` with
+    the scripted test engine (the terminal sets ``off``: nobody is there to review)."""
     max_steps: int = _as_in_agent("max_steps")
     plan_shape: PlanShape | None = None
     budgets: ReplyBudgets | None = None
@@ -121,6 +127,11 @@ class PageSettings(BaseModel):
 
     def model_profile(self) -> ModelProfile:
         return profile_for(self.engine_kind, self.planner, self.profile)
+
+    def review_policy(self) -> ReviewPolicy:
+        if self.review_plans == "auto":
+            return "off" if self.engine_kind == "scripted" else "remote"
+        return self.review_plans
 
     def agent_config(self) -> AgentConfig:
         profile = self.model_profile()
@@ -153,4 +164,5 @@ class PageSettings(BaseModel):
             text_sampling=self.text_sampling or profile.text_sampling,
             max_steps=self.max_steps,
             tool_timeout_s=self.tool_timeout_s,
+            review=self.review_policy(),
         )

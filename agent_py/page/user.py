@@ -1,4 +1,5 @@
-"""What the MCP client needs from the user in the page: OAuth sign-in and elicitation forms.
+"""What the agent needs from the user in the page: OAuth sign-in and elicitation forms (for
+the MCP client), and plan review.
 
 The worker registers a JavaScript object (``web/worker/user-port.js``, as the Pyodide module
 ``agent_user``) whose methods take and return JSON strings and never reject:
@@ -15,6 +16,9 @@ The worker registers a JavaScript object (``web/worker/user-port.js``, as the Py
 ``elicit(form_json)`` -> ``{"action", "content"}``
     Show an :class:`~agent_py.mcp.elicitation.ElicitationForm` (``to_json()``) and return what
     the user did.
+``reviewPlan(request_json)`` -> a :class:`~agent_py.review.ReviewAnswer`
+    ``{"plan", "question", "problem", "policy", "tools": {name: {"remote": bool}}}``: show the
+    plan for review (``problem``: why the last edit was refused) and return the user's answer.
 
 This module imports nothing from Pyodide, so it is tested in CPython too.
 """
@@ -40,6 +44,8 @@ class UserBridge(Protocol):
     def authorize(self, request_json: str) -> Awaitable[str]: ...
     def saveAuth(self, record_json: str) -> object: ...
     def elicit(self, form_json: str) -> Awaitable[str]: ...
+    def reviewPlan(self, request_json: str) -> Awaitable[str]:
+        """Plan review (:mod:`agent_py.page.review`)."""
 
 
 class PageTokenStore(TokenStore):

@@ -73,6 +73,9 @@ class ToolBase(ABC):
     """True when running the tool calls the model (so per_step residency loads it)."""
     timeout_s: float | None = None
     """Own time limit; None means the agent's default tool timeout."""
+    remote: bool = False
+    """True for a remote server's tool (MCP): its effects happen elsewhere, so plan review
+    (``review="remote"``) shows a plan that calls it before it runs."""
     code_language: str | None = None
     """Set when the main input is source code in this language (name, fence tag): a small
     model writes code far better in a fenced block than inside a JSON string."""

@@ -2,6 +2,7 @@
 // the engine live in worker.js, JavaScript runs in the sandbox (sandbox-host.js), history is
 // kept in IndexedDB (sessions.js) before anything is shown.
 import { RunView } from "./render.js";
+import { PlanReview } from "./plan-review.js";
 import { SessionStore, downloadJsonl } from "./sessions.js";
 import { ServersPanel } from "./servers.js";
 import { UserPrompts, loadAuthRecords } from "./user-prompts.js";
@@ -124,12 +125,19 @@ const serversPanel = new ServersPanel({
 });
 // OAuth sign-in popups and elicitation forms for the MCP client (user-prompts.js).
 const userPrompts = new UserPrompts({ send: (message) => worker.postMessage(message), panel: serversPanel });
+// A plan that waits for the user's review shows in the running turn (plan-review.js).
+const planReview = new PlanReview({
+  send: (message) => worker.postMessage(message),
+  where: () => $("run-view").querySelector(".turn:last-of-type") ?? $("run-view"),
+  onShow: () => setStatus("Review the plan: approve, edit or cancel"),
+});
 tools.relay.onPresence((presence) => serversPanel.setPresence(presence));
 tools.relay.detect();
 
 // --- the worker ----------------------------------------------------------------------------------
 function startWorker() {
   tools.dropRequests(); // of a worker that is being replaced
+  planReview.close();
   const target = new Worker(new URL("../worker/worker.js", import.meta.url), { type: "module" });
   worker = target;
   // Answers go to the worker that asked: a restarted one must not get the old one's.
@@ -150,6 +158,7 @@ function onWorkerMessage(message, answer) {
     waiter(message);
   }
   if (tools.onWorkerMessage(message, answer) || userPrompts.onWorkerMessage(message)) return;
+  if (planReview.onWorkerMessage(message)) return;
   switch (message.type) {
     case ToUI.PROGRESS:
       return showProgress(message);
@@ -173,6 +182,7 @@ function onWorkerMessage(message, answer) {
       return;
     case ToUI.RUN_FINISHED:
       clearTimeout(stopTimer);
+      planReview.close();
       // After every queued event is stored and drawn, so a watcher of lastResult sees them all.
       eventQueue.then(() => {
         window.agentApp.lastCounts = message.counts;

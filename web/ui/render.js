@@ -95,6 +95,11 @@ export class RunView {
   }
 
   // --- plan and steps -----------------------------------------------------------------------
+  on_plan_reviewed(event) {
+    const turn = this.ensureTurn(event);
+    turn.plan.before(el("p", { class: "review-note muted", text: `Plan review: ${event.content}` }));
+  }
+
   on_plan_started(event) {
     const turn = this.ensureTurn(event);
     turn.plan.replaceChildren(el("h3", { text: "Plan" }));

@@ -1,10 +1,11 @@
-// What the MCP client needs from the user (agent_py.page.user), in the agent worker:
-// OAuth sign-in through a popup, kept tokens, and elicitation forms. The UI thread does the
-// showing (user-prompts.js); this side only passes messages (mcp-authorize, mcp-auth-save and
-// mcp-elicit out; mcp-authorized and mcp-elicited back: protocol.js).
+// What the agent needs from the user (agent_py.page.user), in the agent worker: OAuth sign-in
+// through a popup, kept tokens, elicitation forms, and plan review. The UI thread does the
+// showing (user-prompts.js, plan-review.js); this side only passes messages (mcp-authorize,
+// mcp-auth-save, mcp-elicit and plan-review out; mcp-authorized, mcp-elicited and
+// plan-reviewed back: protocol.js).
 //
 // The worker registers `api` as the Pyodide module "agent_user": callbackUrl, authorize,
-// saveAuth and elicit take and return JSON strings and never reject, as
+// saveAuth, elicit and reviewPlan take and return JSON strings and never reject, as
 // agent_py/page/user.py describes.
 import { ToWorker, bridgeFailed, bridgeOk, toUI } from "../protocol.js";
 
@@ -33,11 +34,15 @@ export function createUserPort(post) {
       const reply = await ask((id) => toUI.mcpElicit(id, JSON.parse(formJson)));
       return JSON.stringify(reply.answer || { action: "cancel" });
     },
+    async reviewPlan(requestJson) {
+      const reply = await ask((id) => toUI.planReview(id, JSON.parse(requestJson)));
+      return JSON.stringify(reply.answer || { action: "cancel" });
+    },
   };
 
   /** Handles the UI thread's answers; true when the message was one of them. */
   function onMessage(message) {
-    if (message.type !== ToWorker.MCP_AUTHORIZED && message.type !== ToWorker.MCP_ELICITED) return false;
+    if (![ToWorker.MCP_AUTHORIZED, ToWorker.MCP_ELICITED, ToWorker.PLAN_REVIEWED].includes(message.type)) return false;
     const resolve = pending.get(message.id);
     pending.delete(message.id);
     resolve?.(message);
