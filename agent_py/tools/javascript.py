@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
+from agent_py.tools.base import ToolContext, ToolError, ToolResult
+from agent_py.tools.code import CodeTool, code_input_schema
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_OUTPUT_LIMIT = 20_000
@@ -32,7 +33,7 @@ class JSRunner(Protocol):
     async def run(self, code: str, *, timeout_s: float, output_limit: int) -> JSRunResult: ...
 
 
-class JavascriptExecutor(ToolBase):
+class JavascriptExecutor(CodeTool[JSRunner]):
     name = "javascript_execute"
     description = (
         "Runs JavaScript (the body of an async function) in an isolated sandbox with no page, "
@@ -40,19 +41,7 @@ class JavascriptExecutor(ToolBase):
         "gives the value of its last expression, as a console does); console.log output is "
         "captured. Use it for calculations, data transformation and parsing."
     )
-    input_schema = {
-        "type": "object",
-        "properties": {
-            "code": {
-                "type": "string",
-                "minLength": 1,
-                "description": "JavaScript function body; use return for the result",
-            }
-        },
-        "required": ["code"],
-        "additionalProperties": False,
-    }
-
+    input_schema = code_input_schema("JavaScript function body; use return for the result")
     code_language = "JavaScript"
 
     def __init__(
@@ -62,11 +51,7 @@ class JavascriptExecutor(ToolBase):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
     ) -> None:
-        self.runner = runner
-        self.run_timeout_s = timeout_s
-        self.output_limit = output_limit
-        # The runner enforces run_timeout_s itself; the agent's limit is a backstop above it.
-        self.timeout_s = timeout_s + 5
+        super().__init__(runner, timeout_s=timeout_s, output_limit=output_limit)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         result = await self.runner.run(

@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
+from agent_py.tools.base import ToolContext, ToolError, ToolResult
+from agent_py.tools.code import CodeTool, code_input_schema
 from agent_py.tools.python_driver import source
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -65,7 +66,7 @@ def program_for(code: str, output_limit: int) -> str:
     return f"{source()}\nrun_source({json.dumps(code)}, {int(output_limit)})\n"
 
 
-class PythonExecutor(ToolBase):
+class PythonExecutor(CodeTool[PyRunner]):
     name = "python_execute"
     description = (
         "Runs Python 3 (standard library only) in an isolated sandbox with no network, files "
@@ -73,20 +74,11 @@ class PythonExecutor(ToolBase):
         "(print() output is captured too). Use it for calculations, dates, statistics, "
         "parsing and text processing."
     )
-    input_schema = {
-        "type": "object",
-        "properties": {
-            "code": {
-                "type": "string",
-                "minLength": 1,
-                "description": "Python code; end with an expression (or print) for the result",
-            }
-        },
-        "required": ["code"],
-        "additionalProperties": False,
-    }
-
+    input_schema = code_input_schema(
+        "Python code; end with an expression (or print) for the result"
+    )
     code_language = "Python"
+    start_margin_s = 30.0  # the page's sandbox loads Pyodide at a run's first call
 
     def __init__(
         self,
@@ -95,12 +87,7 @@ class PythonExecutor(ToolBase):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
     ) -> None:
-        self.runner = runner
-        self.run_timeout_s = timeout_s
-        self.output_limit = output_limit
-        # The runner enforces run_timeout_s itself (a sandbox's first start included: Pyodide
-        # loads in a few seconds); the agent's limit is a backstop above it.
-        self.timeout_s = timeout_s + 30
+        super().__init__(runner, timeout_s=timeout_s, output_limit=output_limit)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         code = str(arguments["code"])
