@@ -316,6 +316,28 @@ class PageAgent:
         return self.page.evaluate("window.agentApp.lastResult")  # type: ignore[no-any-return]
 
 
+    def end_session(self, timeout_s: float = 30) -> None:
+        """End the page's session (it records ``session_end``) and wait until that event has
+        come through ``on_event``, so it lands with the session's other events, not with the
+        next run's. A hang guard of ``timeout_s``."""
+        ended: list[dict[str, Any]] = []
+        previous = self.on_event
+
+        def watch(raw: dict[str, Any]) -> None:
+            previous(raw)
+            if raw.get("type") == EventType.SESSION_END:
+                ended.append(raw)
+
+        self.on_event = watch
+        try:
+            self.page.evaluate("window.agentApp.useSession([])")
+            deadline = time.monotonic() + timeout_s
+            while not ended and time.monotonic() < deadline:
+                self.page.wait_for_timeout(50)  # Playwright delivers events while it waits
+        finally:
+            self.on_event = previous
+
+
 def run_in_browser(
     task: str,
     *,

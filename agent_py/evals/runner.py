@@ -159,6 +159,8 @@ def run_suite(
                     )
                     result = _both_turns(first, result)
                 seconds = time.perf_counter() - started
+                if result is not None:
+                    page.end_session()  # its session_end goes into this task's file
             task_report = _report(task, result, seconds, page)
             report.reports.append(task_report)
             print(task_report.line(), file=out, flush=True)

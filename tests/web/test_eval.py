@@ -59,6 +59,14 @@ def test_the_whole_suite_passes_with_a_model_that_does_every_task_right(
     actions = [e for e in events if e.type == "action"]
     assert [a.meta["tool"] for a in actions] == ["atlas__capital", "javascript_execute"]
     assert actions[1].meta["arguments"] == {"code": "return 'Lutz'.length;"}
+    # Each task is a session of its own, from its session_start to its session_end, in its
+    # own file; a two-turn task is one session of two turns.
+    for task in tasks:
+        events = read_history_file(tmp_path / f"{task.id}.jsonl")
+        assert len({e.session for e in events}) == 1, task.id
+        assert (events[0].type, events[-1].type) == ("session_start", "session_end"), task.id
+        turns = [e.turn for e in events if e.type == "turn_start"]
+        assert turns == ([1, 2] if task.follow_up else [1]), task.id
 
 
 def test_a_wrong_answer_fails_its_task_and_the_exit_code_says_so(
