@@ -315,7 +315,6 @@ class PageAgent:
             return result  # type: ignore[no-any-return]
         return self.page.evaluate("window.agentApp.lastResult")  # type: ignore[no-any-return]
 
-
     def end_session(self, timeout_s: float = 30) -> None:
         """End the page's session (it records ``session_end``) and wait until that event has
         come through ``on_event``, so it lands with the session's other events, not with the
