@@ -12,7 +12,6 @@ from pydantic import BaseModel, Field
 from agent_py.conversation import (
     SessionState,
     TurnDigest,
-    digests_from_events,
     make_digest,
     turns_that_fit,
 )
@@ -166,9 +165,8 @@ class Agent:
             raise RuntimeError("a session cannot change while a task runs")
         if self._session_active:
             self.recorder.emit(EventType.SESSION_END, turns=self.recorder.turn)
-        session, last_turn, digests = digests_from_events(events)
         self.take_over(
-            SessionState(session or new_session_id(), last_turn, digests, started=bool(session))
+            SessionState.recorded(events) or SessionState(new_session_id(), 0, [], started=False)
         )
 
     def handover(self) -> SessionState:
@@ -244,7 +242,6 @@ class Agent:
             question,
             state.value,
             result.answer if state is AgentState.COMPLETED else (error or ""),
-            ((o.step.step_id, o.result.reference_text()) for o in run.outcomes if o.ok),
             plan=run.plan_reply,
         )
         self.earlier.append(digest)

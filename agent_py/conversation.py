@@ -1,10 +1,10 @@
 """Follow-up turns: what a new task of the same session is told about the earlier ones.
 
 Each finished turn leaves a :class:`TurnDigest` (its question, how it ended, its answer and
-its steps' values) in the ``turn_end`` record of the history, so a session continued later
-(the terminal's ``--session FILE``, the page after a reload) gets the same digests back from
-its events. The planner of the next turn reads them, newest last, cut to a token budget:
-older turns go first, and each value is cut short.
+the plan the model made) in the ``turn_end`` record of the history, so a session continued
+later (the terminal's ``--session FILE``, the page after a reload) gets the same digests back
+from its events. The planner of the next turn shows the newest that fit a token budget as the
+model's own earlier turns; older turns go first.
 """
 
 from __future__ import annotations
@@ -22,10 +22,6 @@ QUESTION_CHARS = 240
 """An earlier question is kept to this many characters in a digest."""
 ANSWER_CHARS = 320
 """An earlier answer to this many."""
-VALUE_CHARS = 120
-"""And each of its steps' values to this many."""
-MAX_VALUES = 6
-"""Values kept per turn: its last steps'."""
 PLAN_CHARS = 900
 """A turn's plan is shown to later turns up to this length (a longer one is left out)."""
 
@@ -37,8 +33,6 @@ class TurnDigest(BaseModel):
     question: str
     state: str
     answer: str = ""
-    values: dict[str, str] = {}
-    """The successful steps' results by step id, each cut to VALUE_CHARS."""
     plan: str = ""
     """The model's reply that gave the turn's first plan ("" when longer than PLAN_CHARS)."""
 
@@ -66,23 +60,26 @@ class SessionState:
     started: bool
     active: bool = False
 
+    @classmethod
+    def recorded(cls, events: Iterable[Event]) -> SessionState | None:
+        """The session of recorded ``events``, to go on with; None when there are none."""
+        session, turn, earlier = digests_from_events(events)
+        return cls(session, turn, earlier, started=True) if session else None
+
 
 def make_digest(
     turn: int,
     question: str,
     state: str,
     answer: str,
-    values: Iterable[tuple[str, str]],
     *,
     plan: str = "",
 ) -> TurnDigest:
-    kept = list(values)[-MAX_VALUES:]
     return TurnDigest(
         turn=turn,
         question=truncate_middle(question, QUESTION_CHARS),
         state=state,
         answer=truncate_middle(answer.strip(), ANSWER_CHARS),
-        values={step: truncate_middle(value.strip(), VALUE_CHARS) for step, value in kept},
         plan=plan.strip() if len(plan.strip()) <= PLAN_CHARS else "",
     )
 
@@ -114,7 +111,7 @@ def digests_from_events(events: Iterable[Event]) -> tuple[str | None, int, list[
                 if event.turn in questions and final is not None:
                     state = str(final.meta.get("state") or event.meta.get("state") or "")
                     digests[event.turn] = make_digest(
-                        event.turn, questions[event.turn], state, final.content, ()
+                        event.turn, questions[event.turn], state, final.content
                     )
     return session, last_turn, [digests[turn] for turn in sorted(digests)]
 

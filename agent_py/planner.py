@@ -92,7 +92,7 @@ class PlanAndRethink:
     ) -> None:
         self.model = model
         self.reviewer = reviewer
-        self.review = review if reviewer is not None else "off"
+        self.review = review
         self.registry = registry
         self.recorder = recorder
         self.max_steps = max_steps

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from agent_py.agent import Agent
-from agent_py.conversation import SessionState, digests_from_events
+from agent_py.conversation import SessionState
 from agent_py.errors import SetupError
 from agent_py.events import Event
 from agent_py.llm import LLM
@@ -133,8 +133,7 @@ class PageSession:
         if self._agent is not None:
             self._agent.start_session(events)
         else:
-            session, turn, earlier = digests_from_events(events)
-            self._carry = SessionState(session, turn, earlier, started=True) if session else None
+            self._carry = SessionState.recorded(events)
         return json.dumps(self.session)
 
     def warm_up(self) -> None:

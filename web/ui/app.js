@@ -281,22 +281,22 @@ function rememberSession(session) {
   else localStorage.removeItem(SESSION_KEY);
 }
 
+/** Posts the session the next run continues (its stored events), after any posted before. */
+function postSession(events) {
+  const target = worker;
+  const framing = () => events.then((all) => all.filter((event) => SESSION_FRAMING.has(event.type)));
+  sessionSent = sessionSent.then(framing).then((kept) => target.postMessage(toWorker.session(kept)));
+  return sessionSent;
+}
+
 /** Tells the (re)booted worker which session the next run continues: its stored turns. */
 function sendSession() {
-  const target = worker;
-  sessionSent = (async () => {
-    await storeSettledOnce;
-    let events = [];
-    if (currentSession && store && !storeFailed) {
-      try {
-        events = (await store.events(currentSession)).filter((event) => SESSION_FRAMING.has(event.type));
-      } catch (error) {
-        showError(`The conversation could not be continued: ${error.message || error}`);
-      }
-    }
-    target.postMessage(toWorker.session(events));
-  })();
-  return sessionSent;
+  return postSession(
+    storeSettledOnce.then(() => (currentSession && store && !storeFailed ? store.events(currentSession) : [])).catch((error) => {
+      showError(`The conversation could not be continued: ${error.message || error}`);
+      return [];
+    }),
+  );
 }
 
 /** Continue `session` (null: a new one) from the next run. */
@@ -484,9 +484,7 @@ window.agentApp = {
   /** The next run continues the session of these stored events ([]: a new session). */
   useSession(events) {
     rememberSession(events[0]?.session ?? null);
-    const target = worker;
-    sessionSent = sessionSent.then(() => target.postMessage(toWorker.session(events.filter((event) => SESSION_FRAMING.has(event.type)))));
-    return sessionSent;
+    return postSession(Promise.resolve(events));
   },
 };
 

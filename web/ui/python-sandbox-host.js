@@ -49,8 +49,8 @@ export class PythonSandbox {
    */
   async run(program, { timeoutMs = 10_000 } = {}) {
     if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 0) throw new TypeError(`timeoutMs must be a whole number >= 0, got ${timeoutMs}`);
-    const ready = await this.#frame.ready().then(() => this.#files, (error) => error.message);
-    const failure = await ready;
+    // null once the frame holds Pyodide's files; else what went wrong.
+    const failure = await this.#frame.ready().then(() => this.#files, (error) => error.message);
     if (failure) return { json: null, error: failure, timedOut: false };
     const answer = await this.#frame.ask(
       (id) => pythonSandboxRun(id, String(program), timeoutMs),
