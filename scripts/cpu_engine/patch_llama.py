@@ -7,6 +7,9 @@ Each change names the text it replaces; when that text is not there exactly once
 llama.cpp), this fails and says so, so a version bump cannot build without it unnoticed.
 """
 
+# The changes quote llama.cpp's lines as they are, some longer than our line limit.
+# ruff: noqa: E501
+
 from __future__ import annotations
 
 import sys
@@ -34,7 +37,245 @@ F32_CACHE_IN_FLASH_ATTENTION = (
 """,
 )
 
-CHANGES = [F32_CACHE_IN_FLASH_ATTENTION]
+# Q4_1 weights times Q8_1 activations: SmolLM2's matrix products, about 70% of prefill in a
+# profile of the wasm build. Two changes to ggml's wasm kernel, both exact (integer dot products,
+# then the same float operations in the same order as ggml's, so the logits do not change):
+# - relaxed SIMD's 8-bit dot product where the build has it (-mrelaxed-simd, the engine's
+#   relaxed build). The weights are nibbles, 0..15, which fit the instruction's 7-bit operand,
+#   so its result is defined on every engine (x86 lowers it to pmaddubsw + pmaddwd; no pair sum
+#   of 2 * 127 * 15 saturates 16 bits). SIMD128 alone widens both sides to 16 bits first: eight
+#   extensions and four dot products per 32 values, against two instructions.
+# - two weight rows times two activation columns per call when ggml asks for it (nrows = 2,
+#   prompts of an even number of tokens), as its ARM kernel does, so each block's unpacked
+#   weights and activations serve two products each.
+Q4_1_KERNEL_TRAITS = (
+    "ggml/src/ggml-cpu/ggml-cpu.c",
+    """        .vec_dot                  = ggml_vec_dot_q4_1_q8_1,
+        .vec_dot_type             = GGML_TYPE_Q8_1,
+#if defined (__ARM_FEATURE_MATMUL_INT8)""",
+    """        .vec_dot                  = ggml_vec_dot_q4_1_q8_1,
+        .vec_dot_type             = GGML_TYPE_Q8_1,
+#if defined (__ARM_FEATURE_MATMUL_INT8) || defined (__wasm_simd128__) // agent_py: 2x2 on wasm""",
+)
+Q4_1_KERNEL_HELPERS = (
+    "ggml/src/ggml-cpu/arch/wasm/quants.c",
+    "\nvoid ggml_vec_dot_q4_1_q8_1(int n, float * GGML_RESTRICT s, size_t bs,",
+    r"""
+#if defined __wasm_simd128__
+// agent_py (scripts/cpu_engine/patch_llama.py): a Q4_1 block's 32 weights and a Q8_1 block's
+// 32 activations as the dot product below takes them, and that dot product (four i32 lanes).
+#if defined(__wasm_relaxed_simd__)
+#define AGENT_Q_PARTS 2
+static inline void agent_q4_1_parts(const uint8_t * qs, v128_t * x) {
+    const v128_t raw = wasm_v128_load(qs);
+    x[0] = wasm_v128_and(raw, wasm_i8x16_splat(0x0F));
+    x[1] = wasm_u8x16_shr(raw, 4);
+}
+static inline void agent_q8_1_parts(const int8_t * qs, v128_t * y) {
+    y[0] = wasm_v128_load(qs);
+    y[1] = wasm_v128_load(qs + 16);
+}
+static inline v128_t agent_q_dot(const v128_t * x, const v128_t * y) {
+    return wasm_i32x4_relaxed_dot_i8x16_i7x16_add(y[1], x[1],
+        wasm_i32x4_relaxed_dot_i8x16_i7x16_add(y[0], x[0], wasm_i32x4_splat(0)));
+}
+#else
+#define AGENT_Q_PARTS 4
+static inline void agent_q4_1_parts(const uint8_t * qs, v128_t * x) {
+    const v128_t raw = wasm_v128_load(qs);
+    const v128_t lo = wasm_v128_and(raw, wasm_i8x16_splat(0x0F));
+    const v128_t hi = wasm_u8x16_shr(raw, 4);
+    x[0] = wasm_u16x8_extend_low_u8x16(lo);
+    x[1] = wasm_u16x8_extend_high_u8x16(lo);
+    x[2] = wasm_u16x8_extend_low_u8x16(hi);
+    x[3] = wasm_u16x8_extend_high_u8x16(hi);
+}
+static inline void agent_q8_1_parts(const int8_t * qs, v128_t * y) {
+    const v128_t lo = wasm_v128_load(qs);
+    const v128_t hi = wasm_v128_load(qs + 16);
+    y[0] = wasm_i16x8_extend_low_i8x16(lo);
+    y[1] = wasm_i16x8_extend_high_i8x16(lo);
+    y[2] = wasm_i16x8_extend_low_i8x16(hi);
+    y[3] = wasm_i16x8_extend_high_i8x16(hi);
+}
+static inline v128_t agent_q_dot(const v128_t * x, const v128_t * y) {
+    return wasm_i32x4_add(
+        wasm_i32x4_add(wasm_i32x4_dot_i16x8(x[0], y[0]), wasm_i32x4_dot_i16x8(x[1], y[1])),
+        wasm_i32x4_add(wasm_i32x4_dot_i16x8(x[2], y[2]), wasm_i32x4_dot_i16x8(x[3], y[3])));
+}
+#endif
+static inline v128_t agent_q_scaled(v128_t sum, const v128_t * x, const v128_t * y, float d) {
+    return wasm_f32x4_add(sum, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(agent_q_dot(x, y)), wasm_f32x4_splat(d)));
+}
+static inline float agent_f32x4_sum(v128_t v) {
+    return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) +
+           wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
+}
+#endif
+
+void ggml_vec_dot_q4_1_q8_1(int n, float * GGML_RESTRICT s, size_t bs,""",
+)
+Q4_1_KERNEL = (
+    "ggml/src/ggml-cpu/arch/wasm/quants.c",
+    """    assert(n % qk == 0);
+    assert(nrc == 1);
+    UNUSED(nrc);
+    UNUSED(bx);
+    UNUSED(by);
+    UNUSED(bs);
+
+    const block_q4_1 * GGML_RESTRICT x = vx;
+    const block_q8_1 * GGML_RESTRICT y = vy;
+
+    float sumf = 0;
+
+#if defined __wasm_simd128__
+    v128_t sumv = wasm_f32x4_splat(0.0f);
+    float summs = 0.0f;
+
+    for (int ib = 0; ib < nb; ++ib) {
+        const block_q4_1 * GGML_RESTRICT x0 = &x[ib];
+        const block_q8_1 * GGML_RESTRICT y0 = &y[ib];
+
+        summs += GGML_CPU_FP16_TO_FP32(x0->m) * GGML_CPU_FP16_TO_FP32(y0->s);
+
+        const v128_t raw  = wasm_v128_load(x0->qs);
+        const v128_t v0s  = wasm_v128_and(raw, wasm_i8x16_splat(0x0F));
+        const v128_t v1s  = wasm_u8x16_shr(raw, 4);
+
+        const v128_t ys_lo = wasm_v128_load(y0->qs);
+        const v128_t ys_hi = wasm_v128_load(y0->qs + 16);
+
+        const v128_t v0s_l = wasm_u16x8_extend_low_u8x16(v0s);
+        const v128_t v0s_h = wasm_u16x8_extend_high_u8x16(v0s);
+        const v128_t ylo_l = wasm_i16x8_extend_low_i8x16(ys_lo);
+        const v128_t ylo_h = wasm_i16x8_extend_high_i8x16(ys_lo);
+        const v128_t v1s_l = wasm_u16x8_extend_low_u8x16(v1s);
+        const v128_t v1s_h = wasm_u16x8_extend_high_u8x16(v1s);
+        const v128_t yhi_l = wasm_i16x8_extend_low_i8x16(ys_hi);
+        const v128_t yhi_h = wasm_i16x8_extend_high_i8x16(ys_hi);
+
+        const v128_t acc = wasm_i32x4_add(
+            wasm_i32x4_add(
+                wasm_i32x4_dot_i16x8(v0s_l, ylo_l),
+                wasm_i32x4_dot_i16x8(v0s_h, ylo_h)),
+            wasm_i32x4_add(
+                wasm_i32x4_dot_i16x8(v1s_l, yhi_l),
+                wasm_i32x4_dot_i16x8(v1s_h, yhi_h)));
+
+        sumv = wasm_f32x4_add(sumv,
+            wasm_f32x4_mul(
+                wasm_f32x4_convert_i32x4(acc),
+                wasm_f32x4_splat(GGML_CPU_FP16_TO_FP32(x0->d) * GGML_CPU_FP16_TO_FP32(y0->d))));
+    }
+
+    sumf = wasm_f32x4_extract_lane(sumv, 0) + wasm_f32x4_extract_lane(sumv, 1) +
+           wasm_f32x4_extract_lane(sumv, 2) + wasm_f32x4_extract_lane(sumv, 3) + summs;
+
+    *s = sumf;
+""",
+    """    assert(n % qk == 0);
+    assert(nrc == 1 || nrc == 2);
+    UNUSED(nrc);
+    UNUSED(bx);
+    UNUSED(by);
+    UNUSED(bs);
+
+    const block_q4_1 * GGML_RESTRICT x = vx;
+    const block_q8_1 * GGML_RESTRICT y = vy;
+
+    float sumf = 0;
+
+#if defined __wasm_simd128__
+    // agent_py (scripts/cpu_engine/patch_llama.py): the kernel of ggml's, its parts in the
+    // helpers above, and two rows times two columns when asked (nrc == 2): s[0] row 0 column 0,
+    // s[1] row 1 column 0, s[bs] row 0 column 1, s[bs + 1] row 1 column 1 (ggml's ARM layout).
+    if (nrc == 2) {
+        const block_q4_1 * GGML_RESTRICT x1 = (const block_q4_1 *) ((const uint8_t *) vx + bx);
+        const block_q8_1 * GGML_RESTRICT y1 = (const block_q8_1 *) ((const uint8_t *) vy + by);
+        v128_t sum00 = wasm_f32x4_splat(0.0f), sum10 = sum00, sum01 = sum00, sum11 = sum00;
+        float summs00 = 0.0f, summs10 = 0.0f, summs01 = 0.0f, summs11 = 0.0f;
+        for (int ib = 0; ib < nb; ++ib) {
+            v128_t xa[AGENT_Q_PARTS], xb[AGENT_Q_PARTS], ya[AGENT_Q_PARTS], yb[AGENT_Q_PARTS];
+            agent_q4_1_parts(x[ib].qs, xa);
+            agent_q4_1_parts(x1[ib].qs, xb);
+            agent_q8_1_parts(y[ib].qs, ya);
+            agent_q8_1_parts(y1[ib].qs, yb);
+            const float dxa = GGML_CPU_FP16_TO_FP32(x[ib].d), dxb = GGML_CPU_FP16_TO_FP32(x1[ib].d);
+            const float dya = GGML_CPU_FP16_TO_FP32(y[ib].d), dyb = GGML_CPU_FP16_TO_FP32(y1[ib].d);
+            const float mxa = GGML_CPU_FP16_TO_FP32(x[ib].m), mxb = GGML_CPU_FP16_TO_FP32(x1[ib].m);
+            const float sya = GGML_CPU_FP16_TO_FP32(y[ib].s), syb = GGML_CPU_FP16_TO_FP32(y1[ib].s);
+            summs00 += mxa * sya;
+            summs10 += mxb * sya;
+            summs01 += mxa * syb;
+            summs11 += mxb * syb;
+            sum00 = agent_q_scaled(sum00, xa, ya, dxa * dya);
+            sum10 = agent_q_scaled(sum10, xb, ya, dxb * dya);
+            sum01 = agent_q_scaled(sum01, xa, yb, dxa * dyb);
+            sum11 = agent_q_scaled(sum11, xb, yb, dxb * dyb);
+        }
+        s[0] = agent_f32x4_sum(sum00) + summs00;
+        s[1] = agent_f32x4_sum(sum10) + summs10;
+        s[bs] = agent_f32x4_sum(sum01) + summs01;
+        s[bs + 1] = agent_f32x4_sum(sum11) + summs11;
+        return;
+    }
+
+    v128_t sumv = wasm_f32x4_splat(0.0f);
+    float summs = 0.0f;
+
+    for (int ib = 0; ib < nb; ++ib) {
+        v128_t xa[AGENT_Q_PARTS], ya[AGENT_Q_PARTS];
+        agent_q4_1_parts(x[ib].qs, xa);
+        agent_q8_1_parts(y[ib].qs, ya);
+        summs += GGML_CPU_FP16_TO_FP32(x[ib].m) * GGML_CPU_FP16_TO_FP32(y[ib].s);
+        sumv = agent_q_scaled(sumv, xa, ya, GGML_CPU_FP16_TO_FP32(x[ib].d) * GGML_CPU_FP16_TO_FP32(y[ib].d));
+    }
+
+    sumf = agent_f32x4_sum(sumv) + summs;
+
+    *s = sumf;
+""",
+)
+
+# ggml runs a 2x2 kernel only when the activation columns pair up evenly (an even number of
+# tokens, and even chunks). A prompt's last batch is as often odd, and SmolLM2's prompts are odd
+# half the time: for one matrix (no batch of matrices, whose pairs could straddle two of them)
+# the last column of an odd range goes through the 1x1 kernel instead, so the rest keeps the 2x2.
+MUL_MAT_ODD_COLUMNS = (
+    "ggml/src/ggml-cpu/ggml-cpu.c",
+    "        if ((nr0 % 2 != 0) || (ne11 % 2 != 0) || ((ir0_end - ir0_start) % 2 != 0) || ((ir1_end - ir1_start) % 2 != 0)) {",
+    "        // agent_py (scripts/cpu_engine/patch_llama.py): an odd column range of one matrix keeps\n"
+    "        // the 2x2 kernel; its last column goes through the 1x1 one (mul_mat_one_chunk).\n"
+    "        const bool one_matrix = ne12 == 1 && ne13 == 1;\n"
+    "        if ((nr0 % 2 != 0) || ((ir0_end - ir0_start) % 2 != 0) ||\n"
+    "            (!one_matrix && ((ne11 % 2 != 0) || ((ir1_end - ir1_start) % 2 != 0)))) {",
+)
+MUL_MAT_ODD_COLUMNS_CHUNK = (
+    "ggml/src/ggml-cpu/ggml-cpu.c",
+    """                for (int64_t ir0 = iir0; ir0 < iir0 + blck_0 && ir0 < ir0_end; ir0 += num_rows_per_vec_dot) {
+                    vec_dot(ne00, &tmp[ir0 - iir0], (num_rows_per_vec_dot > 1 ? 16 : 0), src0_row + ir0 * nb01, (num_rows_per_vec_dot > 1 ? nb01 : 0), src1_col, (num_rows_per_vec_dot > 1 ? src1_col_stride : 0), num_rows_per_vec_dot);
+                }
+
+                for (int cn = 0; cn < num_rows_per_vec_dot; ++cn) {""",
+    """                // agent_py (scripts/cpu_engine/patch_llama.py): the last column of an odd range
+                // alone (see ggml_compute_forward_mul_mat).
+                const int64_t nrc = ir1 + num_rows_per_vec_dot <= ir1_end ? num_rows_per_vec_dot : 1;
+                for (int64_t ir0 = iir0; ir0 < iir0 + blck_0 && ir0 < ir0_end; ir0 += nrc) {
+                    vec_dot(ne00, &tmp[ir0 - iir0], (nrc > 1 ? 16 : 0), src0_row + ir0 * nb01, (nrc > 1 ? nb01 : 0), src1_col, (nrc > 1 ? src1_col_stride : 0), nrc);
+                }
+
+                for (int cn = 0; cn < nrc; ++cn) {""",
+)
+
+CHANGES = [
+    F32_CACHE_IN_FLASH_ATTENTION,
+    Q4_1_KERNEL_TRAITS,
+    Q4_1_KERNEL_HELPERS,
+    Q4_1_KERNEL,
+    MUL_MAT_ODD_COLUMNS,
+    MUL_MAT_ODD_COLUMNS_CHUNK,
+]
 
 
 def patch(src: Path) -> None:
