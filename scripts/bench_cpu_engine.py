@@ -4,7 +4,7 @@ on this machine, in headless Chromium, against native llama.cpp with the same GG
 thread count.
 
     python scripts/bench_cpu_engine.py [--models ID,...] [--threads 1,2] [--repeat 3]
-                                       [--no-plan] [--no-native]
+                                       [--no-plan] [--no-native] [--build relaxed|threads]
 
 For each bundled model present in web/models and each thread count, in a fresh browser
 context of web/dev/cpu_engine_harness.html served with COOP/COEP: the first load (download
@@ -121,6 +121,7 @@ def bench_engine(
     repeat: int,
     plan: bool,
     native: NativeLlama | None,
+    build: str | None = None,
 ) -> dict:
     """The engine's rates; with `native`, a native run after each engine run (before it, every
     other turn), and the median of the paired engine / native ratios."""
@@ -131,7 +132,7 @@ def bench_engine(
         page.goto(base_url + HARNESS)
         page.wait_for_selector("body[data-status='ready']")
         info = page.evaluate("cpu.info()")
-        page.evaluate("t => cpu.create({threads: t, seed: 1})", threads)
+        page.evaluate("o => cpu.create(o)", {"threads": threads, "seed": 1, "build": build})
         first = page.evaluate("m => cpu.reload(m)", model)["seconds"]
         cached = []
         for _ in range(repeat):
@@ -309,6 +310,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-plan", action="store_true", help="skip the constrained plan")
     parser.add_argument("--no-native", action="store_true", help="skip native llama.cpp")
     parser.add_argument("--no-engine", action="store_true", help="skip the engine rows")
+    parser.add_argument(
+        "--build",
+        choices=["relaxed", "threads", "single"],
+        help="the engine build to run (default: the one the browser picks, relaxed in Chromium)",
+    )
     args = parser.parse_args(argv)
     thread_counts = [int(t) for t in args.threads.split(",") if t.strip()]
 
@@ -321,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     models = [m for m in args.models.split(",") if m] or list(TEMPLATES)
     models = [m for m in models if (MODELS_DIR / f"{m}.gguf").is_file()]
     print(f"models: {', '.join(models)}; load average {load_average()} on {os.cpu_count()} CPUs")
+    print(f"engine build: {args.build or 'the browser picks (relaxed SIMD in Chromium)'}")
 
     modules = None if args.no_native or args.no_engine else native_runner()
     rows: list[dict] = []
@@ -345,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                                 args.repeat,
                                 not args.no_plan,
                                 native,
+                                args.build,
                             )
                             row["wall_s"] = time.perf_counter() - started
                             rows.append(row)

@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
 # Builds the CPU engine's WebAssembly: llama.cpp (scripts/wasm_llama_lib.sh, pinned and cached)
 # linked with its C API for the page, scripts/cpu_engine/agent_llama.cpp, into web/vendor/llama/,
-# twice; both factories are createAgentLlama(Module) (MODULARIZE), and cpu-worker.js loads one:
+# three times; all factories are createAgentLlama(Module) (MODULARIZE), and cpu-worker.js loads
+# one:
+#   agent-llama-rs.js, .wasm, .worker.js   the pthread build with relaxed SIMD, for cross-origin
+#                     isolated pages in browsers that have it (Chrome and Edge 114+)
 #   agent-llama.js, agent-llama.wasm, agent-llama.worker.js   emscripten's pthread build, for
-#                     cross-origin isolated pages (SharedArrayBuffer)
+#                     cross-origin isolated pages (SharedArrayBuffer) in other browsers
 #   agent-llama-st.js, agent-llama-st.wasm   the build without threads, for pages served
 #                     without COOP/COEP headers
-#   build.json        build_id and build_id_single_thread (a hash of each build's .wasm and .js:
-#                     saved KV states are only valid for the build that wrote them), the
-#                     llama.cpp and emscripten versions, each build's flags
+#   build.json        build_id_relaxed_simd, build_id and build_id_single_thread (a hash of each
+#                     build's .wasm and .js: saved KV states are only valid for the build that
+#                     wrote them), the llama.cpp and emscripten versions, each build's flags
 #
 #   bash scripts/build_cpu_engine.sh      # builds when its inputs changed; otherwise a no-op
 #
-# Needs emscripten (as root, Debian's package is installed the first time). Check the result
+# Needs emscripten and, for the relaxed build, clang 19 (as root, Debian's packages are installed
+# the first time). Check the result
 # with `node --no-experimental-fetch scripts/cpu_engine/check.mjs`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 DEST=web/vendor/llama
 SOURCE=scripts/cpu_engine/agent_llama.cpp
-OUTPUTS=(agent-llama.js agent-llama.wasm agent-llama.worker.js agent-llama-st.js agent-llama-st.wasm build.json)
+OUTPUTS=(agent-llama-rs.js agent-llama-rs.wasm agent-llama-rs.worker.js agent-llama.js agent-llama.wasm
+  agent-llama.worker.js agent-llama-st.js agent-llama-st.wasm build.json)
 FUNCTIONS=(al_load al_model_info al_format_chat al_tokenize al_tokens al_begin al_prefill al_next al_end
   al_state_save al_state_load al_buffer al_cached al_free al_result al_last_error)
 
@@ -64,20 +69,31 @@ link() {
   wasm_llama_libs "$variant"
   local link_flags=("${common_link_flags[@]}" "$@")
   # shellcheck disable=SC2086 # the flag lists are word lists
-  em++ $WASM_CXXFLAGS -std=c++17 $LLAMA_INCLUDES -I"$LLAMA_SRC/common" -I"$LLAMA_SRC/vendor" \
-    "$SOURCE" $LLAMA_SCHEMA_LIB $LLAMA_LIBS "${link_flags[@]}" -o "$tmp/$name.js"
+  "${WASM_EMENV[@]}" em++ $WASM_CXXFLAGS -std=c++17 $LLAMA_INCLUDES -I"$LLAMA_SRC/common" \
+    -I"$LLAMA_SRC/vendor" -c "$SOURCE" -o "$tmp/$name.o"
+  # shellcheck disable=SC2086
+  "${WASM_EMENV[@]}" em++ $WASM_CXXFLAGS $WASM_LINK_FLAGS "$tmp/$name.o" $LLAMA_SCHEMA_LIB $LLAMA_LIBS \
+    "${link_flags[@]}" -o "$tmp/$name.js"
   LINKED_ID=$(cat "$tmp/$name.wasm" "$tmp/$name.js" | sha256sum | cut -c1-16)
-  LINKED_FLAGS="$WASM_CXXFLAGS ${link_flags[*]}"
+  LINKED_FLAGS="$WASM_CXXFLAGS${WASM_LINK_FLAGS:+ $WASM_LINK_FLAGS} ${link_flags[*]}"
 }
 
 link threads agent-llama "${thread_link_flags[@]}"
 export BUILD_ID=$LINKED_ID FLAGS=$LINKED_FLAGS
 link single agent-llama-st
 export BUILD_ID_SINGLE_THREAD=$LINKED_ID FLAGS_SINGLE_THREAD=$LINKED_FLAGS
-EMCC_VERSION=$(emcc --version | head -1) python3 -c 'import json, os; e = os.environ; print(json.dumps({
+link relaxed agent-llama-rs "${thread_link_flags[@]}"
+export BUILD_ID_RELAXED_SIMD=$LINKED_ID FLAGS_RELAXED_SIMD=$LINKED_FLAGS
+EMCC_VERSION=$(emcc --version | head -1) CLANG_RELAXED_SIMD=$(clang-19 --version | head -1) python3 -c '
+import json, os
+e = os.environ
+print(json.dumps({
     "build_id": e["BUILD_ID"], "build_id_single_thread": e["BUILD_ID_SINGLE_THREAD"],
+    "build_id_relaxed_simd": e["BUILD_ID_RELAXED_SIMD"],
     "llama_cpp": "llama-cpp-python 0.3.36 sdist", "emscripten": e["EMCC_VERSION"],
-    "flags": e["FLAGS"], "flags_single_thread": e["FLAGS_SINGLE_THREAD"]}, indent=1))' >"$tmp/build.json"
+    "clang_relaxed_simd": e["CLANG_RELAXED_SIMD"], "flags": e["FLAGS"],
+    "flags_single_thread": e["FLAGS_SINGLE_THREAD"], "flags_relaxed_simd": e["FLAGS_RELAXED_SIMD"]}, indent=1))
+' >"$tmp/build.json"
 for name in "${OUTPUTS[@]}"; do mv "$tmp/$name" "$DEST/"; done
 stamp_of_inputs >"$DEST/.inputs"
-echo "web/vendor/llama: build $BUILD_ID (threads), $BUILD_ID_SINGLE_THREAD (single thread)"
+echo "web/vendor/llama: build $BUILD_ID_RELAXED_SIMD (threads, relaxed SIMD), $BUILD_ID (threads), $BUILD_ID_SINGLE_THREAD (single thread)"

@@ -1,11 +1,18 @@
 # llama.cpp's libraries built for WebAssembly, shared by scripts/build_cpu_engine.sh (the CPU
 # engine) and scripts/bench_wasm_build.sh (the speed probe). Source it from the repository root,
-# then call `wasm_llama_libs [threads|single]` (threads by default): it leaves LLAMA_SRC,
-# LLAMA_INCLUDES (compiler flags), LLAMA_LIBS (archives, in link order), LLAMA_SCHEMA_LIB and
-# WASM_CXXFLAGS (the flags to compile and link code that uses them with) set for that variant.
+# then call `wasm_llama_libs [threads|single|relaxed]` (threads by default): it leaves LLAMA_SRC,
+# LLAMA_INCLUDES (compiler flags), LLAMA_LIBS (archives, in link order), LLAMA_SCHEMA_LIB,
+# WASM_CXXFLAGS (the flags to compile and link code that uses them with), WASM_LINK_FLAGS (for
+# the final link, after those) and WASM_EMENV (the environment to run emcc in) set for it.
 #   threads   -pthread (shared memory, SharedArrayBuffer): for cross-origin isolated pages;
 #             cached in .artifacts/wasm-build/lib
 #   single    no threads, for pages served without COOP/COEP; cached in .artifacts/wasm-build/lib-st
+#   relaxed   threads and relaxed SIMD (its 8-bit dot product, in ggml's Q4_1 kernel: Chrome 114+),
+#             for cross-origin isolated pages whose browser has it; cached in
+#             .artifacts/wasm-build/lib-rs. Emscripten 3.1.6's clang 14 predates the instruction,
+#             so this variant compiles with Debian's clang 19 (installed as root when missing),
+#             and links without binaryen, whose version 108 misreads it (WASM_EMENV,
+#             WASM_LINK_FLAGS).
 # Objects of the two cannot be mixed: wasm-ld refuses atomics in a build without shared memory.
 #
 # The llama.cpp is the one PyPI's llama-cpp-python 0.3.36 sdist vendors (sha256-pinned), built
@@ -35,6 +42,17 @@ wasm_llama_emcc() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq emscripten >/dev/null
 }
 
+# clang and wasm-ld 19 for the relaxed variant (emscripten finds them by LLVM_ADD_VERSION).
+wasm_llama_clang19() {
+  command -v clang-19 >/dev/null && command -v wasm-ld-19 >/dev/null && return
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "clang-19 is missing: run 'sudo apt-get install -y clang-19 lld-19' (Debian 12's clang 19) once, then try again." >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-19 lld-19 >/dev/null
+}
+
 # A fresh extraction of the sdist with our changes (scripts/cpu_engine/patch_llama.py) applied;
 # extracted again when the changes change.
 wasm_llama_sources() {
@@ -55,18 +73,31 @@ wasm_llama_sources() {
 }
 
 wasm_llama_libs() {
-  local variant=${1:-threads} lib threads
+  local variant=${1:-threads} lib threads simd="-msimd128"
+  # WASM_EMENV: the environment emcc runs in (a command prefix); WASM_LINK_FLAGS: flags for
+  # the final link, after WASM_CXXFLAGS.
+  WASM_EMENV=(env)
+  WASM_LINK_FLAGS=""
   case $variant in
     threads) lib=$WASM_BUILD/lib threads="-pthread" ;;
     single) lib=$WASM_BUILD/lib-st threads="" ;;
-    *) echo "wasm_llama_libs: unknown variant '$variant' (threads or single)" >&2; exit 1 ;;
+    relaxed)
+      lib=$WASM_BUILD/lib-rs threads="-pthread" simd="-msimd128 -mrelaxed-simd"
+      wasm_llama_clang19
+      # Python reads the linked module's metadata instead of binaryen's finalize step, and an
+      # -O1 link with BigInt at the JS boundary leaves binaryen nothing to do (its wasm-opt
+      # passes run from -O2): the module is wasm-ld's, from code that clang compiled at -O3.
+      WASM_EMENV=(env EM_LLVM_ADD_VERSION=19 EM_CLANG_ADD_VERSION=19 EMCC_READ_METADATA=python)
+      WASM_LINK_FLAGS="-O1 -sWASM_BIGINT"
+      ;;
+    *) echo "wasm_llama_libs: unknown variant '$variant' (threads, single or relaxed)" >&2; exit 1 ;;
   esac
   # -fexceptions: llama.cpp reports a bad model file, grammar or saved state by throwing, and
   # emscripten's default turns every throw into an abort. (-fwasm-exceptions would cost less, but
   # with -pthread emscripten 3.1.6's prebuilt libc++abi then catches nothing by type.) The
   # libraries get it from scripts/wasm_llama_exceptions.cmake, which leaves ggml-cpu's kernels
   # without it.
-  WASM_CXXFLAGS="-O3${threads:+ $threads} -msimd128 -fexceptions"
+  WASM_CXXFLAGS="-O3${threads:+ $threads} $simd -fexceptions"
   LLAMA_LIBS="$lib/src/libllama.a $lib/ggml/src/libggml.a $lib/ggml/src/libggml-cpu.a $lib/ggml/src/libggml-base.a"
   LLAMA_SCHEMA_LIB=$lib/schema/libllama-schema.a
   wasm_llama_emcc
@@ -78,15 +109,15 @@ wasm_llama_libs() {
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF
     -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
     -DLLAMA_BUILD_HTML=OFF -DBUILD_SHARED_LIBS=OFF
-    "-DCMAKE_C_FLAGS=${threads:+$threads }-msimd128" "-DCMAKE_CXX_FLAGS=${threads:+$threads }-msimd128"
+    "-DCMAKE_C_FLAGS=${threads:+$threads }$simd" "-DCMAKE_CXX_FLAGS=${threads:+$threads }$simd"
     -DCMAKE_PROJECT_INCLUDE="$PWD/scripts/wasm_llama_exceptions.cmake")
   local stamp
   stamp="${cmake_args[*]} $(cat scripts/wasm_llama_exceptions.cmake scripts/cpu_engine/patch_llama.py | sha256sum)"
   if [ ! -f "$lib/.built" ] || [ "$(cat "$lib/.built")" != "$stamp" ]; then
     rm -rf "$lib"
     local log=$lib-build.log
-    if ! { emcmake cmake -S "$LLAMA_SRC" -B "$lib" "${cmake_args[@]}" \
-      && cmake --build "$lib" -j"$(nproc)" --target llama ggml; } >"$log" 2>&1; then
+    if ! { "${WASM_EMENV[@]}" emcmake cmake -S "$LLAMA_SRC" -B "$lib" "${cmake_args[@]}" \
+      && "${WASM_EMENV[@]}" cmake --build "$lib" -j"$(nproc)" --target llama ggml; } >"$log" 2>&1; then
       tail -n 30 "$log" >&2
       echo "building llama.cpp for WebAssembly ($variant) failed: the whole log is in $log" >&2
       exit 1
@@ -100,11 +131,11 @@ wasm_llama_libs() {
     local objects=() name
     for name in $LLAMA_SCHEMA_SOURCES; do
       # shellcheck disable=SC2086 # the flag lists are word lists
-      em++ $WASM_CXXFLAGS -std=c++17 $LLAMA_INCLUDES -I"$LLAMA_SRC/common" -I"$LLAMA_SRC/vendor" \
-        -c "$LLAMA_SRC/common/$name.cpp" -o "$lib/schema/$name.o"
+      "${WASM_EMENV[@]}" em++ $WASM_CXXFLAGS -std=c++17 $LLAMA_INCLUDES -I"$LLAMA_SRC/common" \
+        -I"$LLAMA_SRC/vendor" -c "$LLAMA_SRC/common/$name.cpp" -o "$lib/schema/$name.o"
       objects+=("$lib/schema/$name.o")
     done
-    emar rcs "$LLAMA_SCHEMA_LIB" "${objects[@]}"
+    "${WASM_EMENV[@]}" emar rcs "$LLAMA_SCHEMA_LIB" "${objects[@]}"
     echo "$schema_stamp" >"$lib/schema/.built"
   fi
 }

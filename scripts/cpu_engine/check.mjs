@@ -4,6 +4,9 @@
 // restore (and refusal of damaged states), and the speed of prefill and decode.
 //
 //   node --no-experimental-fetch scripts/cpu_engine/check.mjs [MODEL.gguf] [THREADS=2]
+//   AGENT_LLAMA_BUILD=agent-llama-rs node --no-experimental-fetch --experimental-wasm-relaxed-simd \
+//     --no-liftoff scripts/cpu_engine/check.mjs   # the relaxed SIMD build (agent-llama by default;
+//     Node 20's baseline compiler gets relaxed SIMD's dot product wrong, see kernel_check.sh)
 //
 // Prints what it sees; exits 1 when a check fails. Speeds are printed, never asserted.
 import { existsSync, readFileSync } from "node:fs";
@@ -19,7 +22,9 @@ const N_CTX = 2048;
 const N_BATCH = 512;
 
 const require = createRequire(import.meta.url);
-const createAgentLlama = require(`${root}web/vendor/llama/agent-llama.js`);
+const build = process.env.AGENT_LLAMA_BUILD || "agent-llama";
+console.log(`build: web/vendor/llama/${build}.js`);
+const createAgentLlama = require(`${root}web/vendor/llama/${build}.js`);
 const M = await createAgentLlama({ print: () => {}, printErr: (text) => process.stderr.write(`[llama.cpp] ${text}\n`) });
 
 const { bindLlamaApi } = require(`${root}web/worker/engines/cpu-api.js`);

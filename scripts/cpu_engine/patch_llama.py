@@ -66,14 +66,18 @@ Q4_1_KERNEL_HELPERS = (
 // 32 activations as the dot product below takes them, and that dot product (four i32 lanes).
 #if defined(__wasm_relaxed_simd__)
 #define AGENT_Q_PARTS 2
+// The dot product sums bytes 4k..4k+3 into lane k; SIMD128's path below sums bytes 2k, 2k+1,
+// 8+2k and 9+2k there. Each lane's sum is scaled and added up in float on its own, so the bytes
+// are shuffled into SIMD128's lanes: both builds then compute the same floats, and answer alike.
+#define AGENT_Q_LANES(v) wasm_i8x16_shuffle(v, v, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)
 static inline void agent_q4_1_parts(const uint8_t * qs, v128_t * x) {
     const v128_t raw = wasm_v128_load(qs);
-    x[0] = wasm_v128_and(raw, wasm_i8x16_splat(0x0F));
-    x[1] = wasm_u8x16_shr(raw, 4);
+    x[0] = AGENT_Q_LANES(wasm_v128_and(raw, wasm_i8x16_splat(0x0F)));
+    x[1] = AGENT_Q_LANES(wasm_u8x16_shr(raw, 4));
 }
 static inline void agent_q8_1_parts(const int8_t * qs, v128_t * y) {
-    y[0] = wasm_v128_load(qs);
-    y[1] = wasm_v128_load(qs + 16);
+    y[0] = AGENT_Q_LANES(wasm_v128_load(qs));
+    y[1] = AGENT_Q_LANES(wasm_v128_load(qs + 16));
 }
 static inline v128_t agent_q_dot(const v128_t * x, const v128_t * y) {
     return wasm_i32x4_relaxed_dot_i8x16_i7x16_add(y[1], x[1],

@@ -68,6 +68,7 @@ def test_only_the_build_without_threads_is_fetched(cpu: CPUHarness) -> None:
         "/vendor/llama/agent-llama-st.wasm"
     }
     assert "/vendor/llama/agent-llama-st.js" in fetched
-    assert not {"/vendor/llama/agent-llama.js", "/vendor/llama/agent-llama.worker.js"} & fetched
+    threaded = {f"/vendor/llama/agent-llama{b}.{e}" for b in ("", "-rs") for e in ("js", "wasm")}
+    assert not threaded & fetched
     assert cpu.foreign() == []
     assert cpu.errors == []

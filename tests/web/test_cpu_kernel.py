@@ -1,10 +1,12 @@
 """Our changes to ggml's Q4_1 matrix product (scripts/cpu_engine/patch_llama.py), built with the
 CPU engine's own libraries and run under Node (scripts/cpu_engine/kernel_check.sh): the 2x2
 kernel gives exactly the 1x1 kernel's floats, for even and odd column counts, on one thread and
-two, and both agree with the dequantized weights' product."""
+two, and both agree with the dequantized weights' product; and the relaxed SIMD libraries give
+the SIMD128 libraries' floats bit for bit, so both builds answer alike."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -15,17 +17,25 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_2x2_q4_1_kernel_gives_the_1x1_kernels_floats() -> None:
+def kernel_check(variant: str) -> dict[str, str]:
+    """The check's cases for one variant's libraries: case -> the bits' hash."""
     done = subprocess.run(
-        ["bash", "scripts/cpu_engine/kernel_check.sh"],
+        ["bash", "scripts/cpu_engine/kernel_check.sh", variant],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=900,
     )
-    cases = [line for line in done.stdout.splitlines() if line.startswith(("ok", "FAIL"))]
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    # Every case ran (a build that printed nothing must not pass) and the odd ones are there.
-    assert len(cases) == 13 and all(line.startswith("ok") for line in cases), done.stdout
-    assert any("columns=33 threads=2" in line for line in cases)
+    line = r"^(ok  |FAIL)  (k=\S+ rows=\S+ columns=\S+ threads=\d+):.*bits (\w+)$"
+    cases = re.findall(line, done.stdout, re.M)
+    # Every case ran (a build that printed nothing must not pass), the odd ones included.
+    assert len(cases) == 13 and all(status == "ok  " for status, _, _ in cases), done.stdout
     assert done.stdout.rstrip().endswith("all cases passed")
+    return {case: bits for _, case, bits in cases}
+
+
+def test_the_2x2_q4_1_kernel_gives_the_1x1_kernels_floats_in_both_builds() -> None:
+    plain = kernel_check("threads")
+    assert "k=576 rows=64 columns=33 threads=2" in plain
+    assert kernel_check("relaxed") == plain

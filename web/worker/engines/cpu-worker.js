@@ -1,8 +1,9 @@
 // The CPU engine's own worker (a classic one: emscripten's pthread build loads its threads with
 // importScripts). It hosts llama.cpp compiled to WebAssembly by scripts/build_cpu_engine.sh
-// (web/vendor/llama/) and runs one model: the pthread build on a cross-origin isolated page
-// (threads need SharedArrayBuffer), otherwise the build without threads. web/worker/engines/cpu.js
-// talks to it:
+// (web/vendor/llama/) and runs one model: a pthread build on a cross-origin isolated page
+// (threads need SharedArrayBuffer), the one with relaxed SIMD where the browser runs it right,
+// otherwise the build without threads. A `build` parameter in the worker's URL picks one ("relaxed",
+// "threads", "single": the tests and benches use it). web/worker/engines/cpu.js talks to it:
 //   engine -> worker  {id, op, args}
 //     op "load"     args {blob, name, contextWindow, threads, batch}  -> model info, with
 //                   `build`: which build runs, the key of its id in build.json
@@ -19,10 +20,47 @@
 "use strict";
 
 const VENDOR = new URL("../../vendor/llama/", self.location.href).href;
-// Both scripts define the same factory, createAgentLlama; `build` names the id in build.json.
-const BUILD = self.crossOriginIsolated
-  ? { script: "agent-llama.js", build: "build_id" }
-  : { script: "agent-llama-st.js", build: "build_id_single_thread" };
+// The scripts define the same factory, createAgentLlama; `build` names the id in build.json.
+const BUILDS = {
+  relaxed: { script: "agent-llama-rs.js", build: "build_id_relaxed_simd" },
+  threads: { script: "agent-llama.js", build: "build_id" },
+  single: { script: "agent-llama-st.js", build: "build_id_single_thread" },
+};
+// A module whose function f returns lane 0 of relaxed SIMD's
+// i32x4.relaxed_dot_i8x16_i7x16_add_s([-1, -2, -3, -4, 0...], [1, 2, 3, 4, 0...], 0): -30. The
+// relaxed build's kernel uses that instruction, with signed activations in the first operand.
+// Validating is not enough: V8's baseline compiler got it wrong before it shipped (Node 20 with
+// --experimental-wasm-relaxed-simd returns -60 until the function is optimized), and a first
+// call runs in that compiler, so the check runs it.
+const RELAXED_DOT_PROBE = new Uint8Array([
+  0, 97, 115, 109, 1, 0, 0, 0, // magic, version
+  1, 5, 1, 96, 0, 1, 127, // type: () -> i32
+  3, 2, 1, 0, // one function of that type
+  7, 5, 1, 1, 102, 0, 0, // exported as "f"
+  10, 64, 1, 62, 0, // its code: 62 bytes, no locals
+  253, 12, 255, 254, 253, 252, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // v128.const a
+  253, 12, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // v128.const b
+  253, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // v128.const 0
+  253, 147, 2, // i32x4.relaxed_dot_i8x16_i7x16_add_s
+  253, 27, 0, 11, // i32x4.extract_lane 0; end
+]);
+function relaxedDotWorks() {
+  try {
+    return new WebAssembly.Instance(new WebAssembly.Module(RELAXED_DOT_PROBE)).exports.f() === -30;
+  } catch {
+    return false; // no relaxed SIMD here
+  }
+}
+function chooseBuild() {
+  const asked = new URL(self.location.href).searchParams.get("build");
+  if (asked) {
+    if (!Object.hasOwn(BUILDS, asked)) throw new Error(`unknown CPU engine build "${asked}" (relaxed, threads or single)`);
+    return BUILDS[asked];
+  }
+  if (!self.crossOriginIsolated) return BUILDS.single;
+  return relaxedDotWorks() ? BUILDS.relaxed : BUILDS.threads;
+}
+const BUILD = chooseBuild();
 let module = null;
 let api = null;
 const aborted = new Set();

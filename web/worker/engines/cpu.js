@@ -64,8 +64,10 @@ export function cpuEngineInfo() {
 export class CpuEngine {
   /**
    * @param {{threads?: number, contextWindow: number, seed?: number,
-   *          temperature?: number,
+   *          temperature?: number, build?: "relaxed" | "threads" | "single",
    *          onProgress?: (p: {progress: number, text: string}) => void}} options
+   * `build` names the engine build to run (cpu-worker.js); left out, the worker picks the
+   * fastest this browser can run.
    */
   constructor(options = {}) {
     const info = cpuEngineInfo();
@@ -78,6 +80,7 @@ export class CpuEngine {
       seed: options.seed,
       temperature: options.temperature,
       onProgress: options.onProgress,
+      build: options.build,
     };
     this.worker = null;
     this.loadedModel = null;
@@ -318,7 +321,9 @@ export class CpuEngine {
   }
 
   startWorker() {
-    const worker = new Worker(WORKER_URL); // classic: emscripten's threads use importScripts
+    const url = new URL(WORKER_URL);
+    if (this.options.build) url.searchParams.set("build", this.options.build);
+    const worker = new Worker(url.href); // classic: emscripten's threads use importScripts
     worker.onmessage = ({ data }) => {
       const waiting = this.calls.get(data.id);
       if (!waiting) return;
@@ -370,8 +375,8 @@ let buildPromise = null;
 
 /**
  * The id of one engine build (web/vendor/llama/build.json): saved states are only for it.
- * `key` is the worker's (cpu-worker.js): "build_id" with threads, "build_id_single_thread"
- * without.
+ * `key` is the worker's (cpu-worker.js): "build_id_relaxed_simd", "build_id" (threads) or
+ * "build_id_single_thread".
  */
 async function buildId(key) {
   buildPromise ??= fetch(BUILD_URL)
