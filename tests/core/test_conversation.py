@@ -88,9 +88,12 @@ async def test_twenty_earlier_turns_stay_within_their_share_of_the_window() -> N
     def script(messages: list[Message], call: CallInfo) -> str:
         if call.purpose is CallPurpose.PLAN:
             calls.append(messages)
-            code = f"return '{len(calls)}: ' + 'word '.repeat(300);"
+            # Long replies of distinct words (a phrase over and over is not an answer).
+            words = "Array.from({length: 300}, (_, i) => 'w' + i).join(' ')"
+            code = f"return '{len(calls)}: ' + {words};"
             return plan_reply([step("s1", "javascript_execute", {"code": code})])
-        return f"<status>done</status><final>turn {len(calls)}: {'word ' * 200}</final>"
+        words = " ".join(f"w{i}" for i in range(200))
+        return f"<status>done</status><final>turn {len(calls)}: {words}</final>"
 
     llm = ScriptedLLM(script)
     agent, _ = make_agent(llm, config=config)
@@ -104,7 +107,7 @@ async def test_twenty_earlier_turns_stay_within_their_share_of_the_window() -> N
     assert shown and shown == list(range(21 - len(shown), 21))  # the newest, in order
     assert len(shown) < 20  # the oldest gave way
     assert prompt_tokens(earlier, estimate_tokens) <= 8192 // EARLIER_TURNS_SHARE
-    assert last[-1]["content"].startswith("Result: turn 20: word")
+    assert last[-1]["content"].startswith("Result: turn 20: w0 w1 w2")
     assert last[-1]["content"].endswith("Task: Task number 21: " + "please " * 60)
     assert max(prompt_tokens(m, estimate_tokens) for m, _ in llm.calls) <= 8192
     await agent.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 from support import CONTINUE, EchoTool, make_agent, of_type, plan_reply, step
 
 from agent_py import AgentState, EventType, ScriptedLLM
-from agent_py.answer_checks import echoes_instructions
+from agent_py.answer_checks import echoes_instructions, repeats_itself
 from agent_py.prompts import render
 from agent_py.terminal import EXIT_FAILED, EXIT_OK, report_result
 
@@ -37,6 +37,28 @@ async def test_an_answer_that_repeats_the_system_prompt_fails_the_run() -> None:
     state, error = await run_with_answer(echo)
     assert state is AgentState.FAILED
     assert error == "the model's answer repeats the agent's instructions instead of answering"
+
+
+async def test_an_answer_that_loops_on_one_phrase_fails_the_run() -> None:
+    # What SmolLM2 wrote for "Write a short birthday greeting for Maria." (the suite's
+    # gen-greeting), cut by its token budget.
+    loop = "Maria.toString()\n" + "#Maria.toString()\n" * 40 + "#Maria.toStri"
+    state, error = await run_with_answer(loop)
+    assert state is AgentState.FAILED
+    assert error == "the model's answer repeats one phrase over and over instead of answering"
+
+
+def test_a_loop_is_a_phrase_over_and_over_not_a_refrain_or_a_list() -> None:
+    assert repeats_itself("ha " * 12)
+    assert repeats_itself("The answer is 42. " * 6)
+    refrain = (
+        "Happy birthday to you, happy birthday to you, happy birthday dear Maria, "
+        "happy birthday to you!"
+    )
+    assert not repeats_itself(refrain)
+    assert not repeats_itself(", ".join(str(n) for n in range(1, 31)))
+    assert not repeats_itself("The ocean covers most of our planet and hides a world below.")
+    assert not repeats_itself("yes yes yes yes")  # too short to tell
 
 
 async def test_an_answer_that_is_plan_json_fails_the_run() -> None:
