@@ -32,26 +32,23 @@ LLAMA_SCHEMA_SOURCES="json-schema-to-grammar json-schema json trie unicode commo
 
 export NODE_PATH=/usr/share/nodejs # emcc's JS optimizer needs Debian's acorn
 
-wasm_llama_emcc() {
-  command -v emcc >/dev/null && return
+# wasm_llama_debian "COMMANDS" "PACKAGES" "WHAT": installs Debian's PACKAGES (as root) when one
+# of COMMANDS is missing; otherwise says what to run.
+wasm_llama_debian() {
+  local command missing=""
+  for command in $1; do command -v "$command" >/dev/null || missing=$command; done
+  [ -z "$missing" ] && return
   if [ "$(id -u)" -ne 0 ]; then
-    echo "emcc is missing: run 'sudo apt-get install -y emscripten' (Debian's emscripten 3.1.6) once, then try again." >&2
+    echo "$missing is missing: run 'sudo apt-get install -y $2' ($3) once, then try again." >&2
     exit 1
   fi
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq emscripten >/dev/null
+  # shellcheck disable=SC2086 # a word list
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $2 >/dev/null
 }
-
+wasm_llama_emcc() { wasm_llama_debian emcc emscripten "Debian's emscripten 3.1.6"; }
 # clang and wasm-ld 19 for the relaxed variant (emscripten finds them by LLVM_ADD_VERSION).
-wasm_llama_clang19() {
-  command -v clang-19 >/dev/null && command -v wasm-ld-19 >/dev/null && return
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "clang-19 is missing: run 'sudo apt-get install -y clang-19 lld-19' (Debian 12's clang 19) once, then try again." >&2
-    exit 1
-  fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-19 lld-19 >/dev/null
-}
+wasm_llama_clang19() { wasm_llama_debian "clang-19 wasm-ld-19" "clang-19 lld-19" "Debian 12's clang 19"; }
 
 # A fresh extraction of the sdist with our changes (scripts/cpu_engine/patch_llama.py) applied;
 # extracted again when the changes change.
