@@ -1,19 +1,22 @@
-// Checks our changes to ggml's Q4_1 matrix product (scripts/cpu_engine/patch_llama.py): the
-// 2x2 kernel, which ggml runs for several activation columns at once, must give exactly the
-// floats the 1x1 kernel gives for one column at a time, for even and odd column counts and any
-// thread count; and both must agree with a product of the dequantized weights (so a mistake the
-// two kernels share shows too). Each case prints a hash of the product's bits, which must be the
+// Checks our changes to ggml's Q4_1 and Q8_0 matrix products (scripts/cpu_engine/patch_llama.py):
+// the 2x2 kernel, which ggml runs for several activation columns at once, and the four-row one,
+// which it runs for one column (a token's decode), must give exactly the floats of ggml's own
+// kernel for one row and one column, called here row by row, for even and odd column and row
+// counts and any thread count; and they must agree with a product of the dequantized weights (so
+// a mistake all the kernels share shows too). Each case prints a hash of the product's bits, which must be the
 // same for the SIMD128 and the relaxed SIMD libraries. Built and run under Node by scripts/cpu_engine/kernel_check.sh;
 // prints one line per case and exits 1 when a case fails. Run for the plain and the relaxed SIMD
 // libraries (their kernels differ).
 #include "ggml.h"
 #include "ggml-cpu.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <vector>
+#include <wasm_simd128.h>
 
 static uint32_t rng_state = 12345;
 static float next_float() {  // a fixed sequence in [-1, 1): the same numbers on every run
@@ -21,15 +24,16 @@ static float next_float() {  // a fixed sequence in [-1, 1): the same numbers on
     return (float) (rng_state >> 8) / (float) (1u << 23) - 1.0f;
 }
 
-// Weights [k x rows] in Q4_1 and activations [k x columns]: the product of all columns in one
-// mul_mat, against one mul_mat per column and a float reference. Returns the failures.
-static int check_case(int k, int rows, int columns, int threads) {
+// Weights [k x rows] of TYPE and activations [k x columns]: the product of all columns in one
+// mul_mat and in one mul_mat per column, against ggml's one-row kernel and a float reference.
+// Returns the failures.
+static int check_case(ggml_type type, int k, int rows, int columns, int threads) {
     ggml_init_params params = {256u * 1024 * 1024, nullptr, false};
     ggml_context * ctx = ggml_init(params);
     std::vector<float> weights((size_t) k * rows);
     for (float & w : weights) w = next_float();
-    ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_1, k, rows);
-    ggml_quantize_chunk(GGML_TYPE_Q4_1, weights.data(), w->data, 0, rows, k, nullptr);
+    ggml_tensor * w = ggml_new_tensor_2d(ctx, type, k, rows);
+    ggml_quantize_chunk(type, weights.data(), w->data, 0, rows, k, nullptr);
     ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, columns);
     for (int i = 0; i < k * columns; ++i) ((float *) x->data)[i] = next_float();
 
@@ -44,15 +48,24 @@ static int check_case(int k, int rows, int columns, int threads) {
     }
     ggml_graph_compute_with_ctx(ctx, graph, threads);
 
+    // ggml's kernel for one row and one column, as ggml quantizes a column for it.
+    const ggml_type_traits_cpu * traits = ggml_get_type_traits_cpu(type);
+    std::vector<uint8_t> quantized(ggml_row_size(traits->vec_dot_type, k));
+    std::vector<float> one_by_one(rows);
     // The reference: dequantized weights times the activations, in double.
     std::vector<float> dequantized((size_t) k * rows);
-    ggml_get_type_traits(GGML_TYPE_Q4_1)->to_float(w->data, dequantized.data(), (int64_t) k * rows);
+    ggml_get_type_traits(type)->to_float(w->data, dequantized.data(), (int64_t) k * rows);
     int differ = 0, far = 0;
     double worst = 0;
     for (int c = 0; c < columns; ++c) {
         const float * got = (const float *) ((const char *) all->data + c * all->nb[1]);
         const float * alone = (const float *) each[c]->data;
-        if (memcmp(got, alone, rows * sizeof(float)) != 0) ++differ;
+        ggml_get_type_traits_cpu(traits->vec_dot_type)->from_float((const float *) x->data + (size_t) c * k, quantized.data(), k);
+        for (int r = 0; r < rows; ++r) {
+            traits->vec_dot(k, &one_by_one[r], 0, (const char *) w->data + r * w->nb[1], 0, quantized.data(), 0, 1);
+        }
+        const size_t size = rows * sizeof(float);
+        if (memcmp(got, one_by_one.data(), size) != 0 || memcmp(alone, one_by_one.data(), size) != 0) ++differ;
         for (int r = 0; r < rows; ++r) {
             double expected = 0, scale = 0;
             for (int i = 0; i < k; ++i) {
@@ -72,10 +85,66 @@ static int check_case(int k, int rows, int columns, int threads) {
         hash = (hash ^ ((const uint8_t *) all->data)[i]) * 16777619u;
     }
     const bool ok = differ == 0 && far == 0;
-    printf("%s  k=%d rows=%d columns=%d threads=%d: %d column(s) differ from the 1x1 kernel's, %d value(s) off the reference (worst %.4f of the terms' size), bits %08x\n",
-           ok ? "ok  " : "FAIL", k, rows, columns, threads, differ, far, worst, hash);
+    printf("%s  %s k=%d rows=%d columns=%d threads=%d: %d column(s) differ from the 1x1 kernel's, %d value(s) off the reference (worst %.4f of the terms' size), bits %08x\n",
+           ok ? "ok  " : "FAIL", ggml_type_name(type), k, rows, columns, threads, differ, far, worst, hash);
     ggml_free(ctx);
     return ok ? 0 : 1;
+}
+
+static double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// KERNEL_BENCH (kernel_check.sh VARIANT bench): one thread, one activation column times about
+// 80 MB of Q4_1 weights in SmolLM2's feed-forward shape (a token's decode reads that much),
+// through ggml's one-row kernel row by row and through mul_mat (the four-row kernel), against a
+// plain SIMD read of the same bytes: how close each comes to what memory can deliver. Numbers
+// only, never asserted.
+static void bench() {
+    const int k = 576, rows = 1536, matrices = 145;  // 145 x 553 KB = 80 MB
+    ggml_init_params params = {(size_t) 160 * 1024 * 1024, nullptr, false};
+    ggml_context * ctx = ggml_init(params);
+    std::vector<float> weights((size_t) k * rows);
+    for (float & w : weights) w = next_float();
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, 1);
+    for (int i = 0; i < k; ++i) ((float *) x->data)[i] = next_float();
+    ggml_cgraph * graph = ggml_new_graph(ctx);
+    std::vector<ggml_tensor *> w(matrices);
+    for (ggml_tensor *& m : w) {
+        m = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_1, k, rows);
+        ggml_quantize_chunk(GGML_TYPE_Q4_1, weights.data(), m->data, 0, rows, k, nullptr);
+        ggml_build_forward_expand(graph, ggml_mul_mat(ctx, m, x));
+    }
+    const double bytes = (double) matrices * ggml_nbytes(w[0]);
+    const ggml_type_traits_cpu * traits = ggml_get_type_traits_cpu(GGML_TYPE_Q4_1);
+    std::vector<uint8_t> column(ggml_row_size(traits->vec_dot_type, k));
+    traits->from_float((const float *) x->data, column.data(), k);
+    std::vector<float> out(rows);
+    for (int round = 0; round < 3; ++round) {
+        auto start = std::chrono::steady_clock::now();
+        v128_t sum = wasm_i32x4_splat(0), sum2 = sum;
+        for (ggml_tensor * m : w) {
+            const v128_t * p = (const v128_t *) m->data;
+            const v128_t * end = p + ggml_nbytes(m) / 64 * 4;
+            for (; p < end; p += 4) {
+                sum = wasm_v128_xor(sum, wasm_v128_xor(wasm_v128_load(p), wasm_v128_load(p + 1)));
+                sum2 = wasm_v128_xor(sum2, wasm_v128_xor(wasm_v128_load(p + 2), wasm_v128_load(p + 3)));
+            }
+        }
+        sum = wasm_v128_xor(sum, sum2);
+        const double read = seconds_since(start);
+        start = std::chrono::steady_clock::now();
+        for (ggml_tensor * m : w) {
+            for (int r = 0; r < rows; ++r) traits->vec_dot(k, &out[r], 0, (const char *) m->data + r * m->nb[1], 0, column.data(), 0, 1);
+        }
+        const double one_row = seconds_since(start);
+        start = std::chrono::steady_clock::now();
+        ggml_graph_compute_with_ctx(ctx, graph, 1);
+        const double mul_mat = seconds_since(start);
+        printf("bench %.0f MB of Q4_1, one column, one thread: plain read %.1f GB/s (%d); one row a call %.1f GB/s; mul_mat %.1f GB/s\n",
+               bytes / 1e6, bytes / read / 1e9, wasm_i32x4_extract_lane(sum, 0) & 1, bytes / one_row / 1e9, bytes / mul_mat / 1e9);
+    }
+    ggml_free(ctx);
 }
 
 // The program's entry under its C name: clang 19 (the relaxed build's) would otherwise name
@@ -85,12 +154,23 @@ extern "C" int kernel_check_main() __asm__("main");
 extern "C" int kernel_check_main() { return run(); }
 
 static int run() {
+#ifdef KERNEL_BENCH
+    bench();
+    return 0;
+#endif
     int failures = 0;
     const int columns[] = {1, 2, 3, 7, 16, 33};
     for (int threads : {1, 2}) {
-        for (int n : columns) failures += check_case(576, 64, n, threads);
+        for (int n : columns) failures += check_case(GGML_TYPE_Q4_1, 576, 64, n, threads);
     }
-    failures += check_case(1536, 576, 17, 2);  // SmolLM2's feed-forward shape, an odd prompt
+    failures += check_case(GGML_TYPE_Q4_1, 1536, 576, 17, 2);  // SmolLM2's feed-forward shape, an odd prompt
+    // Row counts that four-row groups do not divide (the rest goes one row at a time), and the
+    // Q8_0 output head's kernel.
+    for (int threads : {1, 2}) {
+        for (int n : {1, 3}) failures += check_case(GGML_TYPE_Q4_1, 576, 30, n, threads);
+        for (int n : {1, 2, 3}) failures += check_case(GGML_TYPE_Q8_0, 576, 70, n, threads);
+    }
+    failures += check_case(GGML_TYPE_Q4_1, 576, 13, 1, 2);
     printf(failures ? "%d case(s) failed\n" : "all cases passed\n", failures);
     return failures ? 1 : 0;
 }

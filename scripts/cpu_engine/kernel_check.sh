@@ -7,19 +7,25 @@
 # baseline compiler (Liftoff) gets the dot product wrong (the engine's worker checks for that,
 # web/worker/engines/cpu-worker.js), so that variant runs optimized code only (--no-liftoff).
 #
-#   bash scripts/cpu_engine/kernel_check.sh [VARIANT=threads]
+#   bash scripts/cpu_engine/kernel_check.sh [VARIANT=threads] [bench]
+#
+# With `bench` it checks nothing and prints how fast one thread multiplies about 80 MB of Q4_1
+# weights by one column (a token's decode), one row a call and through mul_mat, against a plain
+# read of the same bytes.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 source scripts/wasm_llama_lib.sh
 variant=${1:-threads}
 wasm_llama_libs "$variant"
-out=$WASM_BUILD/kernel-check-$variant
+out=$WASM_BUILD/kernel-check-$variant${2:+-$2}
 mkdir -p "$out"
+bench_flags=()
+[ "${2:-}" = bench ] && bench_flags=(-DKERNEL_BENCH=1)
 # -O1 for this program (quicker to build); the kernels come -O3 from the libraries.
 # shellcheck disable=SC2086 # the flag lists are word lists
 "${WASM_EMENV[@]}" em++ $WASM_CXXFLAGS -O1 $WASM_LINK_FLAGS -std=c++17 $LLAMA_INCLUDES \
-  scripts/cpu_engine/kernel_check.cpp $LLAMA_LIBS -sINITIAL_MEMORY=512MB -sEXIT_RUNTIME=1 \
+  "${bench_flags[@]}" scripts/cpu_engine/kernel_check.cpp $LLAMA_LIBS -sINITIAL_MEMORY=512MB -sEXIT_RUNTIME=1 \
   -sPTHREAD_POOL_SIZE=2 -o "$out/kernel_check.js"
 node_flags=()
 [ "$variant" = relaxed ] && node_flags=(--experimental-wasm-relaxed-simd --no-liftoff)

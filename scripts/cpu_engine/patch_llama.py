@@ -242,6 +242,93 @@ Q4_1_KERNEL = (
 """,
 )
 
+# One activation column (a token's decode) is a matrix-vector product, and ggml computes it one
+# weight row per call. On this machine that is bound by memory, not arithmetic: a single stream
+# of 20-byte blocks with about 30 instructions each keeps too few loads in flight, and the kernel
+# reads 80 MB of weights at 2.0 GB/s where a plain SIMD read of them runs at 10-11 (one thread,
+# `scripts/cpu_engine/kernel_check.sh relaxed bench`). Four rows per call read four streams at
+# once and unpack the column's block once for all four: 4.1-4.3 GB/s (2.9-3.6 with SIMD128
+# alone), exact (each row's floats come from the same operations in the same order as the 1x1
+# kernel's; scripts/cpu_engine/kernel_check.cpp compares them bit for bit). The same for Q8_0, the output head of models with tied embeddings
+# (SmolLM2's: 30 MB a token), whose weights need all 8 bits and so keep SIMD128's dot product.
+ROWS_KERNELS = (
+    "ggml/src/ggml-cpu/arch/wasm/quants.c",
+    "\nvoid ggml_vec_dot_q8_0_q8_0(int n, float * GGML_RESTRICT s, size_t bs,",
+    r"""
+#if defined __wasm_simd128__
+// agent_py (scripts/cpu_engine/patch_llama.py): four weight rows (bx bytes apart) times one
+// activation column, s[0..3]; each row as ggml_vec_dot_q4_1_q8_1 computes it alone.
+void agent_vec_dot_q4_1_q8_1_rows4(int n, float * GGML_RESTRICT s, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy) {
+    const int nb = n / QK8_1;
+    const block_q8_1 * GGML_RESTRICT y = vy;
+    const block_q4_1 * GGML_RESTRICT x[4];
+    v128_t sum[4];
+    float summs[4];
+    for (int r = 0; r < 4; ++r) {
+        x[r] = (const block_q4_1 *) ((const uint8_t *) vx + r * bx);
+        sum[r] = wasm_f32x4_splat(0.0f);
+        summs[r] = 0.0f;
+    }
+    for (int ib = 0; ib < nb; ++ib) {
+        v128_t ya[AGENT_Q_PARTS];
+        agent_q8_1_parts(y[ib].qs, ya);
+        const float dy = GGML_CPU_FP16_TO_FP32(y[ib].d), sy = GGML_CPU_FP16_TO_FP32(y[ib].s);
+        for (int r = 0; r < 4; ++r) {
+            v128_t xa[AGENT_Q_PARTS];
+            agent_q4_1_parts(x[r][ib].qs, xa);
+            summs[r] += GGML_CPU_FP16_TO_FP32(x[r][ib].m) * sy;
+            sum[r] = agent_q_scaled(sum[r], xa, ya, GGML_CPU_FP16_TO_FP32(x[r][ib].d) * dy);
+        }
+    }
+    for (int r = 0; r < 4; ++r) s[r] = agent_f32x4_sum(sum[r]) + summs[r];
+}
+
+// agent_py: the same for Q8_0 weights, each row as ggml_vec_dot_q8_0_q8_0 computes it alone.
+void agent_vec_dot_q8_0_q8_0_rows4(int n, float * GGML_RESTRICT s, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy) {
+    const int nb = n / QK8_0;
+    const block_q8_0 * GGML_RESTRICT y = vy;
+    const block_q8_0 * GGML_RESTRICT x[4];
+    v128_t sum[4];
+    for (int r = 0; r < 4; ++r) {
+        x[r] = (const block_q8_0 *) ((const uint8_t *) vx + r * bx);
+        sum[r] = wasm_f32x4_splat(0.0f);
+    }
+    for (int ib = 0; ib < nb; ++ib) {
+        const v128_t y0 = wasm_v128_load(y[ib].qs), y1 = wasm_v128_load(y[ib].qs + 16);
+        const v128_t y0l = wasm_i16x8_extend_low_i8x16(y0), y0h = wasm_i16x8_extend_high_i8x16(y0);
+        const v128_t y1l = wasm_i16x8_extend_low_i8x16(y1), y1h = wasm_i16x8_extend_high_i8x16(y1);
+        const float dy = GGML_CPU_FP16_TO_FP32(y[ib].d);
+        for (int r = 0; r < 4; ++r) {
+            const v128_t x0 = wasm_v128_load(x[r][ib].qs), x1 = wasm_v128_load(x[r][ib].qs + 16);
+            const v128_t dots = wasm_i32x4_add(
+                wasm_i32x4_add(wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(x0), y0l),
+                               wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(x0), y0h)),
+                wasm_i32x4_add(wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(x1), y1l),
+                               wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(x1), y1h)));
+            const float scale = GGML_CPU_FP16_TO_FP32(x[r][ib].d) * dy;
+            sum[r] = wasm_f32x4_add(sum[r], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(dots), wasm_f32x4_splat(scale)));
+        }
+    }
+    for (int r = 0; r < 4; ++r) s[r] = agent_f32x4_sum(sum[r]);
+}
+#endif
+
+void ggml_vec_dot_q8_0_q8_0(int n, float * GGML_RESTRICT s, size_t bs,""",
+)
+ROWS_KERNELS_DECLARED = (
+    "ggml/src/ggml-cpu/ggml-cpu.c",
+    "\nstatic void ggml_compute_forward_mul_mat_one_chunk(",
+    """
+#if defined(__wasm_simd128__)
+// agent_py (scripts/cpu_engine/patch_llama.py): four weight rows times one column, in
+// arch/wasm/quants.c.
+void agent_vec_dot_q4_1_q8_1_rows4(int n, float * GGML_RESTRICT s, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy);
+void agent_vec_dot_q8_0_q8_0_rows4(int n, float * GGML_RESTRICT s, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy);
+#endif
+
+static void ggml_compute_forward_mul_mat_one_chunk(""",
+)
+
 # ggml runs a 2x2 kernel only when the activation columns pair up evenly (an even number of
 # tokens, and even chunks). A prompt's last batch is as often odd, and SmolLM2's prompts are odd
 # half the time: for one matrix (no batch of matrices, whose pairs could straddle two of them)
@@ -265,7 +352,17 @@ MUL_MAT_ODD_COLUMNS_CHUNK = (
     """                // agent_py (scripts/cpu_engine/patch_llama.py): the last column of an odd range
                 // alone (see ggml_compute_forward_mul_mat).
                 const int64_t nrc = ir1 + num_rows_per_vec_dot <= ir1_end ? num_rows_per_vec_dot : 1;
-                for (int64_t ir0 = iir0; ir0 < iir0 + blck_0 && ir0 < ir0_end; ir0 += nrc) {
+                int64_t ir0 = iir0;
+#if defined(__wasm_simd128__)
+                // agent_py: one column, four weight rows at a time (see arch/wasm/quants.c).
+                void (*const rows4)(int, float *, const void *, size_t, const void *) =
+                    nrc != 1 ? NULL : type == GGML_TYPE_Q4_1 ? agent_vec_dot_q4_1_q8_1_rows4 :
+                    type == GGML_TYPE_Q8_0 ? agent_vec_dot_q8_0_q8_0_rows4 : NULL;
+                for (; rows4 && ir0 + 4 <= iir0 + blck_0 && ir0 + 4 <= ir0_end; ir0 += 4) {
+                    rows4(ne00, &tmp[ir0 - iir0], src0_row + ir0 * nb01, nb01, src1_col);
+                }
+#endif
+                for (; ir0 < iir0 + blck_0 && ir0 < ir0_end; ir0 += nrc) {
                     vec_dot(ne00, &tmp[ir0 - iir0], (nrc > 1 ? 16 : 0), src0_row + ir0 * nb01, (nrc > 1 ? nb01 : 0), src1_col, (nrc > 1 ? src1_col_stride : 0), nrc);
                 }
 
@@ -277,6 +374,8 @@ CHANGES = [
     Q4_1_KERNEL_TRAITS,
     Q4_1_KERNEL_HELPERS,
     Q4_1_KERNEL,
+    ROWS_KERNELS,
+    ROWS_KERNELS_DECLARED,
     MUL_MAT_ODD_COLUMNS,
     MUL_MAT_ODD_COLUMNS_CHUNK,
 ]

@@ -1,8 +1,9 @@
-"""Our changes to ggml's Q4_1 matrix product (scripts/cpu_engine/patch_llama.py), built with the
-CPU engine's own libraries and run under Node (scripts/cpu_engine/kernel_check.sh): the 2x2
-kernel gives exactly the 1x1 kernel's floats, for even and odd column counts, on one thread and
-two, and both agree with the dequantized weights' product; and the relaxed SIMD libraries give
-the SIMD128 libraries' floats bit for bit, so both builds answer alike."""
+"""Our changes to ggml's Q4_1 and Q8_0 matrix products (scripts/cpu_engine/patch_llama.py), built
+with the CPU engine's own libraries and run under Node (scripts/cpu_engine/kernel_check.sh): the
+2x2 kernel (prompts) and the four-row kernel (one column: decoding) give exactly the floats of
+ggml's own one-row kernel, for even and odd column and row counts, on one thread and two, and
+agree with the dequantized weights' product; and the relaxed SIMD libraries give the SIMD128
+libraries' floats bit for bit, so both builds answer alike."""
 
 from __future__ import annotations
 
@@ -27,15 +28,17 @@ def kernel_check(variant: str) -> dict[str, str]:
         timeout=900,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    line = r"^(ok  |FAIL)  (k=\S+ rows=\S+ columns=\S+ threads=\d+):.*bits (\w+)$"
+    line = r"^(ok  |FAIL)  (\w+ k=\S+ rows=\S+ columns=\S+ threads=\d+):.*bits (\w+)$"
     cases = re.findall(line, done.stdout, re.M)
     # Every case ran (a build that printed nothing must not pass), the odd ones included.
-    assert len(cases) == 13 and all(status == "ok  " for status, _, _ in cases), done.stdout
+    assert len(cases) == 24 and all(status == "ok  " for status, _, _ in cases), done.stdout
     assert done.stdout.rstrip().endswith("all cases passed")
     return {case: bits for _, case, bits in cases}
 
 
-def test_the_2x2_q4_1_kernel_gives_the_1x1_kernels_floats_in_both_builds() -> None:
+def test_our_kernels_give_ggmls_one_row_floats_in_both_builds() -> None:
     plain = kernel_check("threads")
-    assert "k=576 rows=64 columns=33 threads=2" in plain
+    assert "q4_1 k=576 rows=64 columns=33 threads=2" in plain  # the 2x2 kernel, an odd tail
+    assert "q4_1 k=576 rows=30 columns=1 threads=2" in plain  # four rows, two left over
+    assert "q8_0 k=576 rows=70 columns=1 threads=2" in plain
     assert kernel_check("relaxed") == plain
