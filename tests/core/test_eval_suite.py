@@ -84,3 +84,19 @@ def test_a_failed_run_of_a_doable_task_fails_and_says_why() -> None:
     verdict = check(make_task(number=42), "failed", "", "the model's answer is empty")
     assert not verdict.passed
     assert re.search("ended failed.*answer is empty", verdict.why)
+
+
+@pytest.mark.parametrize(
+    ("answer", "passed"),
+    [
+        ("Happy birthday, Maria! Wishing you a year full of joy.", True),
+        ("Dear Maria, many happy returns of the day.", True),
+        # SmolLM2's "greetings" that the length-and-name check alone let pass.
+        ("Maria.toString()\n#Maria.toString()\n#Maria.toString()", False),
+        ("Maria.toString() returns the string Maria with its first letter", False),
+        ("return 'Happy birthday, Maria!';", False),
+    ],
+)
+def test_the_birthday_greeting_must_be_a_greeting_not_code(answer: str, passed: bool) -> None:
+    (task,) = load_tasks(only=["gen-greeting"])
+    assert check(task, "completed", answer, None).passed is passed
