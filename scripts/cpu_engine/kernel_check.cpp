@@ -95,11 +95,11 @@ static double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// KERNEL_BENCH (kernel_check.sh VARIANT bench): one thread, one activation column times about
-// 80 MB of Q4_1 weights in SmolLM2's feed-forward shape (a token's decode reads that much),
-// through ggml's one-row kernel row by row and through mul_mat (the four-row kernel), against a
-// plain SIMD read of the same bytes: how close each comes to what memory can deliver. Numbers
-// only, never asserted.
+// KERNEL_BENCH (kernel_check.sh VARIANT bench): one activation column times about 80 MB of Q4_1
+// weights in SmolLM2's feed-forward shape (a token's decode reads that much), on one thread
+// through ggml's one-row kernel row by row and through mul_mat (the four-row kernel), and
+// through mul_mat on two, against a plain SIMD read of the same bytes: how close each comes to
+// what memory can deliver. Numbers only, never asserted.
 static void bench() {
     const int k = 576, rows = 1536, matrices = 145;  // 145 x 553 KB = 80 MB
     ggml_init_params params = {(size_t) 160 * 1024 * 1024, nullptr, false};
@@ -141,8 +141,11 @@ static void bench() {
         start = std::chrono::steady_clock::now();
         ggml_graph_compute_with_ctx(ctx, graph, 1);
         const double mul_mat = seconds_since(start);
-        printf("bench %.0f MB of Q4_1, one column, one thread: plain read %.1f GB/s (%d); one row a call %.1f GB/s; mul_mat %.1f GB/s\n",
-               bytes / 1e6, bytes / read / 1e9, wasm_i32x4_extract_lane(sum, 0) & 1, bytes / one_row / 1e9, bytes / mul_mat / 1e9);
+        start = std::chrono::steady_clock::now();
+        ggml_graph_compute_with_ctx(ctx, graph, 2);
+        const double mul_mat_2 = seconds_since(start);
+        printf("bench %.0f MB of Q4_1, one column, one thread: plain read %.1f GB/s (%d); one row a call %.1f GB/s; mul_mat %.1f GB/s (two threads: %.1f GB/s)\n",
+               bytes / 1e6, bytes / read / 1e9, wasm_i32x4_extract_lane(sum, 0) & 1, bytes / one_row / 1e9, bytes / mul_mat / 1e9, bytes / mul_mat_2 / 1e9);
     }
     ggml_free(ctx);
 }
