@@ -150,6 +150,36 @@ static void bench() {
     ggml_free(ctx);
 }
 
+// KERNEL_BENCH, prompts: 130 activation columns (the speed bench's prompt) times 16 Q4_1 matrices
+// of SmolLM2's feed-forward shape, on one thread and two: the 2x2 and 4x2 kernels' speed.
+static void bench_prompt() {
+    const int k = 576, rows = 1536, matrices = 16, columns = 130;
+    ggml_init_params params = {(size_t) 64 * 1024 * 1024, nullptr, false};
+    ggml_context * ctx = ggml_init(params);
+    std::vector<float> weights((size_t) k * rows);
+    for (float & w : weights) w = next_float();
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, columns);
+    for (int i = 0; i < k * columns; ++i) ((float *) x->data)[i] = next_float();
+    ggml_cgraph * graph = ggml_new_graph(ctx);
+    for (int i = 0; i < matrices; ++i) {
+        ggml_tensor * m = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_1, k, rows);
+        ggml_quantize_chunk(GGML_TYPE_Q4_1, weights.data(), m->data, 0, rows, k, nullptr);
+        ggml_build_forward_expand(graph, ggml_mul_mat(ctx, m, x));
+    }
+    const double products = (double) matrices * rows * k * columns;
+    for (int round = 0; round < 3; ++round) {
+        double rate[2];
+        for (int threads : {1, 2}) {
+            const auto start = std::chrono::steady_clock::now();
+            ggml_graph_compute_with_ctx(ctx, graph, threads);
+            rate[threads - 1] = products / seconds_since(start) / 1e9;
+        }
+        printf("bench %d columns times %d Q4_1 matrices %dx%d: %.1f G products/s on one thread, %.1f on two\n",
+               columns, matrices, rows, k, rate[0], rate[1]);
+    }
+    ggml_free(ctx);
+}
+
 // The program's entry under its C name: clang 19 (the relaxed build's) would otherwise name
 // main for a libc newer than emscripten 3.1.6's.
 static int run();
@@ -159,6 +189,7 @@ extern "C" int kernel_check_main() { return run(); }
 static int run() {
 #ifdef KERNEL_BENCH
     bench();
+    bench_prompt();
     return 0;
 #endif
     int failures = 0;

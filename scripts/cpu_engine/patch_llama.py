@@ -245,46 +245,86 @@ Q4_1_KERNEL = (
 # One activation column (a token's decode) is a matrix-vector product, and ggml computes it one
 # weight row per call. On this machine that is bound by memory, not arithmetic: a single stream
 # of 20-byte blocks with about 30 instructions each keeps too few loads in flight, and the kernel
-# reads 80 MB of weights at 2.0 GB/s where a plain SIMD read of them runs at 10-11 (one thread,
+# reads 80 MB of weights at 2.0 GB/s where a plain SIMD read of them runs at 10-14 (one thread,
 # `scripts/cpu_engine/kernel_check.sh relaxed bench`). Four rows per call read four streams at
-# once and unpack the column's block once for all four: 4.1-4.3 GB/s (2.9-3.6 with SIMD128
-# alone), exact (each row's floats come from the same operations in the same order as the 1x1
-# kernel's; scripts/cpu_engine/kernel_check.cpp compares them bit for bit). The same for Q8_0, the output head of models with tied embeddings
-# (SmolLM2's: 30 MB a token), whose weights need all 8 bits and so keep SIMD128's dot product.
+# once and unpack the column's block once for all four: 4.1-4.5 GB/s (2.9-3.6 with SIMD128
+# alone). The same for Q8_0, the output head of models with tied embeddings (SmolLM2's: 30 MB a
+# token), whose weights need all 8 bits and so keep SIMD128's dot product. Prompts (two columns
+# a call, the 2x2 kernel above) take four rows a call too: each column's unpacked block then
+# serves four rows instead of two. All exact: each product's floats come from the same
+# operations in the same order as ggml's one-row kernel's (scripts/cpu_engine/kernel_check.cpp
+# compares them bit for bit). The kernels take ggml_vec_dot_t's arguments: s[r + c * bs] is
+# row r times column c, rows bx bytes apart, columns by bytes apart, nrc columns.
 ROWS_KERNELS = (
     "ggml/src/ggml-cpu/arch/wasm/quants.c",
     "\nvoid ggml_vec_dot_q8_0_q8_0(int n, float * GGML_RESTRICT s, size_t bs,",
     r"""
 #if defined __wasm_simd128__
-// agent_py (scripts/cpu_engine/patch_llama.py): four weight rows (bx bytes apart) times one
-// activation column, s[0..3]; each row as ggml_vec_dot_q4_1_q8_1 computes it alone.
-void agent_vec_dot_q4_1_q8_1_rows4(int n, float * GGML_RESTRICT s, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy) {
+// agent_py (scripts/cpu_engine/patch_llama.py): four Q4_1 weight rows times one or two Q8_1
+// activation columns (nrc), each product as ggml_vec_dot_q4_1_q8_1 computes it alone.
+void agent_vec_dot_q4_1_q8_1_rows4(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc) {
+    assert(nrc == 1 || nrc == 2);
     const int nb = n / QK8_1;
-    const block_q8_1 * GGML_RESTRICT y = vy;
     const block_q4_1 * GGML_RESTRICT x[4];
-    v128_t sum[4];
-    float summs[4];
+    for (int r = 0; r < 4; ++r) x[r] = (const block_q4_1 *) ((const uint8_t *) vx + r * bx);
+    const block_q8_1 * GGML_RESTRICT y0 = vy;
+    if (nrc == 1) {
+        v128_t sum[4];
+        float summs[4];
+        for (int r = 0; r < 4; ++r) {
+            sum[r] = wasm_f32x4_splat(0.0f);
+            summs[r] = 0.0f;
+        }
+        for (int ib = 0; ib < nb; ++ib) {
+            v128_t ya[AGENT_Q_PARTS];
+            agent_q8_1_parts(y0[ib].qs, ya);
+            const float dy = GGML_CPU_FP16_TO_FP32(y0[ib].d), sy = GGML_CPU_FP16_TO_FP32(y0[ib].s);
+            for (int r = 0; r < 4; ++r) {
+                v128_t xa[AGENT_Q_PARTS];
+                agent_q4_1_parts(x[r][ib].qs, xa);
+                summs[r] += GGML_CPU_FP16_TO_FP32(x[r][ib].m) * sy;
+                sum[r] = agent_q_scaled(sum[r], xa, ya, GGML_CPU_FP16_TO_FP32(x[r][ib].d) * dy);
+            }
+        }
+        for (int r = 0; r < 4; ++r) s[r] = agent_f32x4_sum(sum[r]) + summs[r];
+        return;
+    }
+    const block_q8_1 * GGML_RESTRICT y1 = (const block_q8_1 *) ((const uint8_t *) vy + by);
+    v128_t sum0[4], sum1[4];
+    float summs0[4], summs1[4];
     for (int r = 0; r < 4; ++r) {
-        x[r] = (const block_q4_1 *) ((const uint8_t *) vx + r * bx);
-        sum[r] = wasm_f32x4_splat(0.0f);
-        summs[r] = 0.0f;
+        sum0[r] = sum1[r] = wasm_f32x4_splat(0.0f);
+        summs0[r] = summs1[r] = 0.0f;
     }
     for (int ib = 0; ib < nb; ++ib) {
-        v128_t ya[AGENT_Q_PARTS];
-        agent_q8_1_parts(y[ib].qs, ya);
-        const float dy = GGML_CPU_FP16_TO_FP32(y[ib].d), sy = GGML_CPU_FP16_TO_FP32(y[ib].s);
+        v128_t ya[AGENT_Q_PARTS], yb[AGENT_Q_PARTS];
+        agent_q8_1_parts(y0[ib].qs, ya);
+        agent_q8_1_parts(y1[ib].qs, yb);
+        const float dya = GGML_CPU_FP16_TO_FP32(y0[ib].d), sya = GGML_CPU_FP16_TO_FP32(y0[ib].s);
+        const float dyb = GGML_CPU_FP16_TO_FP32(y1[ib].d), syb = GGML_CPU_FP16_TO_FP32(y1[ib].s);
         for (int r = 0; r < 4; ++r) {
             v128_t xa[AGENT_Q_PARTS];
             agent_q4_1_parts(x[r][ib].qs, xa);
-            summs[r] += GGML_CPU_FP16_TO_FP32(x[r][ib].m) * sy;
-            sum[r] = agent_q_scaled(sum[r], xa, ya, GGML_CPU_FP16_TO_FP32(x[r][ib].d) * dy);
+            const float dx = GGML_CPU_FP16_TO_FP32(x[r][ib].d), mx = GGML_CPU_FP16_TO_FP32(x[r][ib].m);
+            summs0[r] += mx * sya;
+            summs1[r] += mx * syb;
+            sum0[r] = agent_q_scaled(sum0[r], xa, ya, dx * dya);
+            sum1[r] = agent_q_scaled(sum1[r], xa, yb, dx * dyb);
         }
     }
-    for (int r = 0; r < 4; ++r) s[r] = agent_f32x4_sum(sum[r]) + summs[r];
+    for (int r = 0; r < 4; ++r) {
+        s[r] = agent_f32x4_sum(sum0[r]) + summs0[r];
+        s[r + bs] = agent_f32x4_sum(sum1[r]) + summs1[r];
+    }
 }
 
-// agent_py: the same for Q8_0 weights, each row as ggml_vec_dot_q8_0_q8_0 computes it alone.
-void agent_vec_dot_q8_0_q8_0_rows4(int n, float * GGML_RESTRICT s, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy) {
+// agent_py: four Q8_0 weight rows times one Q8_0 column, each row as ggml_vec_dot_q8_0_q8_0
+// computes it alone.
+void agent_vec_dot_q8_0_q8_0_rows4(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc) {
+    assert(nrc == 1);
+    UNUSED(bs);
+    UNUSED(by);
+    UNUSED(nrc);
     const int nb = n / QK8_0;
     const block_q8_0 * GGML_RESTRICT y = vy;
     const block_q8_0 * GGML_RESTRICT x[4];
@@ -320,10 +360,9 @@ ROWS_KERNELS_DECLARED = (
     "\nstatic void ggml_compute_forward_mul_mat_one_chunk(",
     """
 #if defined(__wasm_simd128__)
-// agent_py (scripts/cpu_engine/patch_llama.py): four weight rows times one column, in
-// arch/wasm/quants.c.
-void agent_vec_dot_q4_1_q8_1_rows4(int n, float * GGML_RESTRICT s, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy);
-void agent_vec_dot_q8_0_q8_0_rows4(int n, float * GGML_RESTRICT s, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy);
+// agent_py (scripts/cpu_engine/patch_llama.py): four weight rows a call, in arch/wasm/quants.c.
+void agent_vec_dot_q4_1_q8_1_rows4(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc);
+void agent_vec_dot_q8_0_q8_0_rows4(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc);
 #endif
 
 static void ggml_compute_forward_mul_mat_one_chunk(""",
@@ -354,12 +393,11 @@ MUL_MAT_ODD_COLUMNS_CHUNK = (
                 const int64_t nrc = ir1 + num_rows_per_vec_dot <= ir1_end ? num_rows_per_vec_dot : 1;
                 int64_t ir0 = iir0;
 #if defined(__wasm_simd128__)
-                // agent_py: one column, four weight rows at a time (see arch/wasm/quants.c).
-                void (*const rows4)(int, float *, const void *, size_t, const void *) =
-                    nrc != 1 ? NULL : type == GGML_TYPE_Q4_1 ? agent_vec_dot_q4_1_q8_1_rows4 :
-                    type == GGML_TYPE_Q8_0 ? agent_vec_dot_q8_0_q8_0_rows4 : NULL;
+                // agent_py: four weight rows a call where a kernel takes them (arch/wasm/quants.c).
+                ggml_vec_dot_t const rows4 = type == GGML_TYPE_Q4_1 ? agent_vec_dot_q4_1_q8_1_rows4 :
+                    type == GGML_TYPE_Q8_0 && nrc == 1 ? agent_vec_dot_q8_0_q8_0_rows4 : NULL;
                 for (; rows4 && ir0 + 4 <= iir0 + blck_0 && ir0 + 4 <= ir0_end; ir0 += 4) {
-                    rows4(ne00, &tmp[ir0 - iir0], src0_row + ir0 * nb01, nb01, src1_col);
+                    rows4(ne00, &tmp[ir0 - iir0], 16, src0_row + ir0 * nb01, nb01, src1_col, src1_col_stride, nrc);
                 }
 #endif
                 for (; ir0 < iir0 + blck_0 && ir0 < ir0_end; ir0 += nrc) {
