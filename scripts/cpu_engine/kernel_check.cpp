@@ -100,21 +100,37 @@ static double seconds_since(std::chrono::steady_clock::time_point start) {
 // through ggml's one-row kernel row by row and through mul_mat (the four-row kernel), and
 // through mul_mat on two, against a plain SIMD read of the same bytes: how close each comes to
 // what memory can deliver. Numbers only, never asserted.
-static void bench() {
-    const int k = 576, rows = 1536, matrices = 145;  // 145 x 553 KB = 80 MB
-    ggml_init_params params = {(size_t) 160 * 1024 * 1024, nullptr, false};
-    ggml_context * ctx = ggml_init(params);
+// The benches' work: MATRICES Q4_1 matrices [k x rows] (the same weights) times one F32
+// activation matrix [k x columns], as one graph in a context of CONTEXT_MB.
+struct BenchProducts {
+    ggml_context * ctx;
+    ggml_tensor * x;
+    ggml_cgraph * graph;
+    std::vector<ggml_tensor *> w;
+};
+static BenchProducts bench_products(size_t context_mb, int k, int rows, int matrices, int columns) {
+    ggml_init_params params = {context_mb * 1024 * 1024, nullptr, false};
+    BenchProducts b = {ggml_init(params), nullptr, nullptr, std::vector<ggml_tensor *>(matrices)};
     std::vector<float> weights((size_t) k * rows);
     for (float & w : weights) w = next_float();
-    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, 1);
-    for (int i = 0; i < k; ++i) ((float *) x->data)[i] = next_float();
-    ggml_cgraph * graph = ggml_new_graph(ctx);
-    std::vector<ggml_tensor *> w(matrices);
-    for (ggml_tensor *& m : w) {
-        m = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_1, k, rows);
+    b.x = ggml_new_tensor_2d(b.ctx, GGML_TYPE_F32, k, columns);
+    for (int i = 0; i < k * columns; ++i) ((float *) b.x->data)[i] = next_float();
+    b.graph = ggml_new_graph(b.ctx);
+    for (ggml_tensor *& m : b.w) {
+        m = ggml_new_tensor_2d(b.ctx, GGML_TYPE_Q4_1, k, rows);
         ggml_quantize_chunk(GGML_TYPE_Q4_1, weights.data(), m->data, 0, rows, k, nullptr);
-        ggml_build_forward_expand(graph, ggml_mul_mat(ctx, m, x));
+        ggml_build_forward_expand(b.graph, ggml_mul_mat(b.ctx, m, b.x));
     }
+    return b;
+}
+
+static void bench() {
+    const int k = 576, rows = 1536, matrices = 145;  // 145 x 553 KB = 80 MB
+    BenchProducts b = bench_products(160, k, rows, matrices, 1);
+    ggml_context * ctx = b.ctx;
+    ggml_tensor * x = b.x;
+    ggml_cgraph * graph = b.graph;
+    const std::vector<ggml_tensor *> & w = b.w;
     const double bytes = (double) matrices * ggml_nbytes(w[0]);
     const ggml_type_traits_cpu * traits = ggml_get_type_traits_cpu(GGML_TYPE_Q4_1);
     std::vector<uint8_t> column(ggml_row_size(traits->vec_dot_type, k));
@@ -154,18 +170,9 @@ static void bench() {
 // of SmolLM2's feed-forward shape, on one thread and two: the 2x2 and 4x2 kernels' speed.
 static void bench_prompt() {
     const int k = 576, rows = 1536, matrices = 16, columns = 130;
-    ggml_init_params params = {(size_t) 64 * 1024 * 1024, nullptr, false};
-    ggml_context * ctx = ggml_init(params);
-    std::vector<float> weights((size_t) k * rows);
-    for (float & w : weights) w = next_float();
-    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, columns);
-    for (int i = 0; i < k * columns; ++i) ((float *) x->data)[i] = next_float();
-    ggml_cgraph * graph = ggml_new_graph(ctx);
-    for (int i = 0; i < matrices; ++i) {
-        ggml_tensor * m = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_1, k, rows);
-        ggml_quantize_chunk(GGML_TYPE_Q4_1, weights.data(), m->data, 0, rows, k, nullptr);
-        ggml_build_forward_expand(graph, ggml_mul_mat(ctx, m, x));
-    }
+    BenchProducts b = bench_products(64, k, rows, matrices, columns);
+    ggml_context * ctx = b.ctx;
+    ggml_cgraph * graph = b.graph;
     const double products = (double) matrices * rows * k * columns;
     for (int round = 0; round < 3; ++round) {
         double rate[2];

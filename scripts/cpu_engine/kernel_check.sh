@@ -19,6 +19,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 source scripts/wasm_llama_lib.sh
 variant=${1:-threads}
+case "${2:-}" in
+  "" | bench) ;;
+  *) echo "kernel_check.sh: the second argument is bench or nothing, not '$2'" >&2; exit 2 ;;
+esac
 wasm_llama_libs "$variant"
 out=$WASM_BUILD/kernel-check-$variant${2:+-$2}
 mkdir -p "$out"
