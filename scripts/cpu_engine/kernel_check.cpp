@@ -1,12 +1,14 @@
-// Checks our changes to ggml's Q4_1 and Q8_0 matrix products (scripts/cpu_engine/patch_llama.py):
-// the 2x2 kernel, which ggml runs for several activation columns at once, and the four-row one,
-// which it runs for one column (a token's decode), must give exactly the floats of ggml's own
-// kernel for one row and one column, called here row by row, for even and odd column and row
-// counts and any thread count; and they must agree with a product of the dequantized weights (so
-// a mistake all the kernels share shows too). Each case prints a hash of the product's bits, which must be the
-// same for the SIMD128 and the relaxed SIMD libraries. Built and run under Node by scripts/cpu_engine/kernel_check.sh;
-// prints one line per case and exits 1 when a case fails. Run for the plain and the relaxed SIMD
-// libraries (their kernels differ).
+// Checks our changes to ggml's Q4_1 and Q8_0 matrix products (scripts/cpu_engine/patch_llama.py).
+// Our Q4_1 kernels (one row and one column; two by two; four rows times one, two or four columns)
+// must each give exactly the floats of the order patch_llama.py states, written here in plain C
+// (each block's exact integer dot product, scaled in float, summed in block order); the four-row
+// Q8_0 kernel must give exactly the floats of ggml's own kernel for one row and one column,
+// called here row by row. Both for even and odd column and row counts and any thread count; and
+// every product must agree with a product of the dequantized weights (so a mistake all the
+// kernels share shows too). Each case prints a hash of the product's bits, which must be the same
+// for the SIMD128 and the relaxed SIMD libraries. Built and run under Node by
+// scripts/cpu_engine/kernel_check.sh; prints one line per case and exits 1 when a case fails.
+// Run for the plain and the relaxed SIMD libraries (their kernels differ).
 #include "ggml.h"
 #include "ggml-cpu.h"
 
@@ -24,9 +26,30 @@ static float next_float() {  // a fixed sequence in [-1, 1): the same numbers on
     return (float) (rng_state >> 8) / (float) (1u << 23) - 1.0f;
 }
 
+// Our Q4_1 kernels' order (patch_llama.py), in plain C, for one Q4_1 row and one Q8_1 column:
+// blocks of 32 values, a Q4_1 block being its scale d and minimum m (halves) then 16 bytes of two
+// nibbles (values i and i + 16), a Q8_1 block its scale d and d times its sum s then 32 bytes.
+static float q4_1_q8_1_in_order(int k, const uint8_t * x, const uint8_t * y) {
+    const auto half = [](const uint8_t * p) {
+        ggml_fp16_t h;
+        memcpy(&h, p, sizeof h);
+        return ggml_fp16_to_fp32(h);
+    };
+    float sum = 0.0f, summs = 0.0f;
+    for (int b = 0; b < k / 32; ++b, x += 20, y += 36) {
+        int32_t sumi = 0;
+        for (int i = 0; i < 16; ++i) {
+            sumi += (x[4 + i] & 15) * (int8_t) y[4 + i] + (x[4 + i] >> 4) * (int8_t) y[20 + i];
+        }
+        sum += (float) sumi * (half(x) * half(y));
+        summs += half(x + 2) * half(y + 2);
+    }
+    return sum + summs;
+}
+
 // Weights [k x rows] of TYPE and activations [k x columns]: the product of all columns in one
-// mul_mat and in one mul_mat per column, against ggml's one-row kernel and a float reference.
-// Returns the failures.
+// mul_mat and in one mul_mat per column, against the exact order (Q4_1: the plain C above, and
+// our one-row kernel; Q8_0: ggml's one-row kernel) and a float reference. Returns the failures.
 static int check_case(ggml_type type, int k, int rows, int columns, int threads) {
     ggml_init_params params = {256u * 1024 * 1024, nullptr, false};
     ggml_context * ctx = ggml_init(params);
@@ -48,8 +71,12 @@ static int check_case(ggml_type type, int k, int rows, int columns, int threads)
     }
     ggml_graph_compute_with_ctx(ctx, graph, threads);
 
-    // ggml's kernel for one row and one column, as ggml quantizes a column for it.
+    // The kernel for one row and one column, as ggml quantizes a column for it.
     const ggml_type_traits_cpu * traits = ggml_get_type_traits_cpu(type);
+    if (type == GGML_TYPE_Q4_1 && (traits->vec_dot_type != GGML_TYPE_Q8_1 || ggml_row_size(type, 32) != 20 || ggml_row_size(GGML_TYPE_Q8_1, 32) != 36)) {
+        printf("FAIL  Q4_1 or Q8_1 blocks are not what q4_1_q8_1_in_order reads\n");
+        return 1;
+    }
     std::vector<uint8_t> quantized(ggml_row_size(traits->vec_dot_type, k));
     std::vector<float> one_by_one(rows);
     // The reference: dequantized weights times the activations, in double.
@@ -61,11 +88,16 @@ static int check_case(ggml_type type, int k, int rows, int columns, int threads)
         const float * got = (const float *) ((const char *) all->data + c * all->nb[1]);
         const float * alone = (const float *) each[c]->data;
         ggml_get_type_traits_cpu(traits->vec_dot_type)->from_float((const float *) x->data + (size_t) c * k, quantized.data(), k);
+        bool out_of_order = false;
         for (int r = 0; r < rows; ++r) {
             traits->vec_dot(k, &one_by_one[r], 0, (const char *) w->data + r * w->nb[1], 0, quantized.data(), 0, 1);
+            if (type == GGML_TYPE_Q4_1) {
+                const float in_order = q4_1_q8_1_in_order(k, (const uint8_t *) w->data + r * w->nb[1], quantized.data());
+                out_of_order |= memcmp(&in_order, &one_by_one[r], sizeof in_order) != 0;
+            }
         }
         const size_t size = rows * sizeof(float);
-        if (memcmp(got, one_by_one.data(), size) != 0 || memcmp(alone, one_by_one.data(), size) != 0) ++differ;
+        if (out_of_order || memcmp(got, one_by_one.data(), size) != 0 || memcmp(alone, one_by_one.data(), size) != 0) ++differ;
         for (int r = 0; r < rows; ++r) {
             double expected = 0, scale = 0;
             for (int i = 0; i < k; ++i) {
@@ -85,7 +117,7 @@ static int check_case(ggml_type type, int k, int rows, int columns, int threads)
         hash = (hash ^ ((const uint8_t *) all->data)[i]) * 16777619u;
     }
     const bool ok = differ == 0 && far == 0;
-    printf("%s  %s k=%d rows=%d columns=%d threads=%d: %d column(s) differ from the 1x1 kernel's, %d value(s) off the reference (worst %.4f of the terms' size), bits %08x\n",
+    printf("%s  %s k=%d rows=%d columns=%d threads=%d: %d column(s) differ from the exact order, %d value(s) off the reference (worst %.4f of the terms' size), bits %08x\n",
            ok ? "ok  " : "FAIL", ggml_type_name(type), k, rows, columns, threads, differ, far, worst, hash);
     ggml_free(ctx);
     return ok ? 0 : 1;
@@ -167,7 +199,7 @@ static void bench() {
 }
 
 // KERNEL_BENCH, prompts: 130 activation columns (the speed bench's prompt) times 16 Q4_1 matrices
-// of SmolLM2's feed-forward shape, on one thread and two: the 2x2 and 4x2 kernels' speed.
+// of SmolLM2's feed-forward shape, on one thread and two: the four-row kernel's speed on prompts.
 static void bench_prompt() {
     const int k = 576, rows = 1536, matrices = 16, columns = 130;
     BenchProducts b = bench_products(64, k, rows, matrices, columns);
@@ -205,13 +237,14 @@ static int run() {
         for (int n : columns) failures += check_case(GGML_TYPE_Q4_1, 576, 64, n, threads);
     }
     failures += check_case(GGML_TYPE_Q4_1, 1536, 576, 17, 2);  // SmolLM2's feed-forward shape, an odd prompt
-    // Row counts that four-row groups do not divide (the rest goes one row at a time), and the
-    // Q8_0 output head's kernel.
+    // Row counts that four-row groups do not divide (the rest goes through the one-row kernel, or
+    // two by two), and the Q8_0 output head's kernel.
     for (int threads : {1, 2}) {
-        for (int n : {1, 3}) failures += check_case(GGML_TYPE_Q4_1, 576, 30, n, threads);
+        for (int n : {1, 3, 6, 9}) failures += check_case(GGML_TYPE_Q4_1, 576, 30, n, threads);
         for (int n : {1, 2, 3}) failures += check_case(GGML_TYPE_Q8_0, 576, 70, n, threads);
     }
     failures += check_case(GGML_TYPE_Q4_1, 576, 13, 1, 2);
+    failures += check_case(GGML_TYPE_Q4_1, 576, 13, 5, 2);
     printf(failures ? "%d case(s) failed\n" : "all cases passed\n", failures);
     return failures ? 1 : 0;
 }

@@ -37,17 +37,21 @@ F32_CACHE_IN_FLASH_ATTENTION = (
 """,
 )
 
-# Q4_1 weights times Q8_1 activations: SmolLM2's matrix products, about 70% of prefill in a
-# profile of the wasm build. Two changes to ggml's wasm kernel, both exact (integer dot products,
-# then the same float operations in the same order as ggml's, so the logits do not change):
+# Q4_1 weights times Q8_1 activations: SmolLM2's matrix products, most of prefill and decode in a
+# profile of the wasm build (`node --cpu-prof`). Our kernels replace ggml's wasm one:
 # - relaxed SIMD's 8-bit dot product where the build has it (-mrelaxed-simd, the engine's
 #   relaxed build). The weights are nibbles, 0..15, which fit the instruction's 7-bit operand,
-#   so its result is defined on every engine (x86 lowers it to pmaddubsw + pmaddwd; no pair sum
-#   of 2 * 127 * 15 saturates 16 bits). SIMD128 alone widens both sides to 16 bits first: eight
-#   extensions and four dot products per 32 values, against two instructions.
-# - two weight rows times two activation columns per call when ggml asks for it (nrows = 2,
-#   prompts of an even number of tokens), as its ARM kernel does, so each block's unpacked
-#   weights and activations serve two products each.
+#   so its result is defined on every engine (x86 lowers it to pmaddubsw + pmaddwd, or vpdpbusd;
+#   no pair sum of 2 * 127 * 15 saturates 16 bits). SIMD128 alone widens both sides to 16 bits
+#   first: eight extensions and four dot products per 32 values, against two instructions.
+# - each block's integer dot product is summed to one exact integer before it is scaled, where
+#   ggml's kernel scales and adds up each of four partial sums in float on its own. The float
+#   operations are then the same whichever lanes the partial sums were in: the relaxed and SIMD128
+#   builds compute the same floats with no shuffle of bytes into one another's lanes (that
+#   shuffle cost the relaxed kernel a third of its speed in Chromium), and four rows' sums share
+#   one vector (below). Per product, in block order: sum += (float) sumi * (d_x * d_y);
+#   summs += m_x * s_y; the result is sum + summs. One rounding per block instead of four, so
+#   the floats differ from ggml's (and greedy answers may), but no less exact.
 Q4_1_KERNEL_TRAITS = (
     "ggml/src/ggml-cpu/ggml-cpu.c",
     """        .vec_dot                  = ggml_vec_dot_q4_1_q8_1,
@@ -63,21 +67,18 @@ Q4_1_KERNEL_HELPERS = (
     r"""
 #if defined __wasm_simd128__
 // agent_py (scripts/cpu_engine/patch_llama.py): a Q4_1 block's 32 weights and a Q8_1 block's
-// 32 activations as the dot product below takes them, and that dot product (four i32 lanes).
+// 32 activations as the dot product below takes them, and that dot product: four i32 lanes whose
+// sum is the block's, whichever values each lane holds.
 #if defined(__wasm_relaxed_simd__)
 #define AGENT_Q_PARTS 2
-// The dot product sums bytes 4k..4k+3 into lane k; SIMD128's path below sums bytes 2k, 2k+1,
-// 8+2k and 9+2k there. Each lane's sum is scaled and added up in float on its own, so the bytes
-// are shuffled into SIMD128's lanes: both builds then compute the same floats, and answer alike.
-#define AGENT_Q_LANES(v) wasm_i8x16_shuffle(v, v, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)
 static inline void agent_q4_1_parts(const uint8_t * qs, v128_t * x) {
     const v128_t raw = wasm_v128_load(qs);
-    x[0] = AGENT_Q_LANES(wasm_v128_and(raw, wasm_i8x16_splat(0x0F)));
-    x[1] = AGENT_Q_LANES(wasm_u8x16_shr(raw, 4));
+    x[0] = wasm_v128_and(raw, wasm_i8x16_splat(0x0F));
+    x[1] = wasm_u8x16_shr(raw, 4);
 }
 static inline void agent_q8_1_parts(const int8_t * qs, v128_t * y) {
-    y[0] = AGENT_Q_LANES(wasm_v128_load(qs));
-    y[1] = AGENT_Q_LANES(wasm_v128_load(qs + 16));
+    y[0] = wasm_v128_load(qs);
+    y[1] = wasm_v128_load(qs + 16);
 }
 static inline v128_t agent_q_dot(const v128_t * x, const v128_t * y) {
     return wasm_i32x4_relaxed_dot_i8x16_i7x16_add(y[1], x[1],
@@ -108,12 +109,30 @@ static inline v128_t agent_q_dot(const v128_t * x, const v128_t * y) {
         wasm_i32x4_add(wasm_i32x4_dot_i16x8(x[2], y[2]), wasm_i32x4_dot_i16x8(x[3], y[3])));
 }
 #endif
-static inline v128_t agent_q_scaled(v128_t sum, const v128_t * x, const v128_t * y, float d) {
-    return wasm_f32x4_add(sum, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(agent_q_dot(x, y)), wasm_f32x4_splat(d)));
+// The sums of a's, b's, c's and d's four lanes, in lanes 0, 1, 2 and 3.
+static inline v128_t agent_i32x4_sums4(v128_t a, v128_t b, v128_t c, v128_t d) {
+    const v128_t ab = wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 4, 1, 5), wasm_i32x4_shuffle(a, b, 2, 6, 3, 7));
+    const v128_t cd = wasm_i32x4_add(wasm_i32x4_shuffle(c, d, 0, 4, 1, 5), wasm_i32x4_shuffle(c, d, 2, 6, 3, 7));
+    return wasm_i32x4_add(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
 }
 static inline float agent_f32x4_sum(v128_t v) {
     return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) +
            wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
+}
+// One Q4_1 row times one Q8_1 column, in the order the comment in patch_llama.py gives.
+static inline float agent_q4_1_q8_1_one(int nb, const block_q4_1 * GGML_RESTRICT x, const block_q8_1 * GGML_RESTRICT y) {
+    float sum = 0.0f, summs = 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+        v128_t xa[AGENT_Q_PARTS], ya[AGENT_Q_PARTS];
+        agent_q4_1_parts(x[ib].qs, xa);
+        agent_q8_1_parts(y[ib].qs, ya);
+        const v128_t dots = agent_q_dot(xa, ya);
+        const int32_t sumi = wasm_i32x4_extract_lane(dots, 0) + wasm_i32x4_extract_lane(dots, 1) +
+                             wasm_i32x4_extract_lane(dots, 2) + wasm_i32x4_extract_lane(dots, 3);
+        sum += (float) sumi * (GGML_CPU_FP16_TO_FP32(x[ib].d) * GGML_CPU_FP16_TO_FP32(y[ib].d));
+        summs += GGML_CPU_FP16_TO_FP32(x[ib].m) * GGML_CPU_FP16_TO_FP32(y[ib].s);
+    }
+    return sum + summs;
 }
 #endif
 
@@ -191,54 +210,53 @@ Q4_1_KERNEL = (
     float sumf = 0;
 
 #if defined __wasm_simd128__
-    // agent_py (scripts/cpu_engine/patch_llama.py): the kernel of ggml's, its parts in the
-    // helpers above, and two rows times two columns when asked (nrc == 2): s[0] row 0 column 0,
-    // s[1] row 1 column 0, s[bs] row 0 column 1, s[bs + 1] row 1 column 1 (ggml's ARM layout).
+    // agent_py (scripts/cpu_engine/patch_llama.py): each product as agent_q4_1_q8_1_one computes
+    // it; two rows times two columns when asked (nrc == 2): s[0] row 0 column 0, s[1] row 1
+    // column 0, s[bs] row 0 column 1, s[bs + 1] row 1 column 1 (ggml's ARM layout). Matrix
+    // products take agent_vec_dot_q4_1_q8_1_rows4 below; this serves the rows four leave over.
     if (nrc == 2) {
         const block_q4_1 * GGML_RESTRICT x1 = (const block_q4_1 *) ((const uint8_t *) vx + bx);
         const block_q8_1 * GGML_RESTRICT y1 = (const block_q8_1 *) ((const uint8_t *) vy + by);
-        v128_t sum00 = wasm_f32x4_splat(0.0f), sum10 = sum00, sum01 = sum00, sum11 = sum00;
-        float summs00 = 0.0f, summs10 = 0.0f, summs01 = 0.0f, summs11 = 0.0f;
-        for (int ib = 0; ib < nb; ++ib) {
-            v128_t xa[AGENT_Q_PARTS], xb[AGENT_Q_PARTS], ya[AGENT_Q_PARTS], yb[AGENT_Q_PARTS];
-            agent_q4_1_parts(x[ib].qs, xa);
-            agent_q4_1_parts(x1[ib].qs, xb);
-            agent_q8_1_parts(y[ib].qs, ya);
-            agent_q8_1_parts(y1[ib].qs, yb);
-            const float dxa = GGML_CPU_FP16_TO_FP32(x[ib].d), dxb = GGML_CPU_FP16_TO_FP32(x1[ib].d);
-            const float dya = GGML_CPU_FP16_TO_FP32(y[ib].d), dyb = GGML_CPU_FP16_TO_FP32(y1[ib].d);
-            const float mxa = GGML_CPU_FP16_TO_FP32(x[ib].m), mxb = GGML_CPU_FP16_TO_FP32(x1[ib].m);
-            const float sya = GGML_CPU_FP16_TO_FP32(y[ib].s), syb = GGML_CPU_FP16_TO_FP32(y1[ib].s);
-            summs00 += mxa * sya;
-            summs10 += mxb * sya;
-            summs01 += mxa * syb;
-            summs11 += mxb * syb;
-            sum00 = agent_q_scaled(sum00, xa, ya, dxa * dya);
-            sum10 = agent_q_scaled(sum10, xb, ya, dxb * dya);
-            sum01 = agent_q_scaled(sum01, xa, yb, dxa * dyb);
-            sum11 = agent_q_scaled(sum11, xb, yb, dxb * dyb);
-        }
-        s[0] = agent_f32x4_sum(sum00) + summs00;
-        s[1] = agent_f32x4_sum(sum10) + summs10;
-        s[bs] = agent_f32x4_sum(sum01) + summs01;
-        s[bs + 1] = agent_f32x4_sum(sum11) + summs11;
+        s[0] = agent_q4_1_q8_1_one(nb, x, y);
+        s[1] = agent_q4_1_q8_1_one(nb, x1, y);
+        s[bs] = agent_q4_1_q8_1_one(nb, x, y1);
+        s[bs + 1] = agent_q4_1_q8_1_one(nb, x1, y1);
         return;
     }
-
-    v128_t sumv = wasm_f32x4_splat(0.0f);
-    float summs = 0.0f;
-
-    for (int ib = 0; ib < nb; ++ib) {
-        v128_t xa[AGENT_Q_PARTS], ya[AGENT_Q_PARTS];
-        agent_q4_1_parts(x[ib].qs, xa);
-        agent_q8_1_parts(y[ib].qs, ya);
-        summs += GGML_CPU_FP16_TO_FP32(x[ib].m) * GGML_CPU_FP16_TO_FP32(y[ib].s);
-        sumv = agent_q_scaled(sumv, xa, ya, GGML_CPU_FP16_TO_FP32(x[ib].d) * GGML_CPU_FP16_TO_FP32(y[ib].d));
-    }
-
-    sumf = agent_f32x4_sum(sumv) + summs;
+    sumf = agent_q4_1_q8_1_one(nb, x, y);
 
     *s = sumf;
+""",
+)
+
+# ggml's wasm quantize_row_q8_1 (every prompt's activations, before each matrix product) stores
+# its 32 bytes one lane extract at a time; two narrowing steps store them in two instructions.
+# The same bytes: the values are truncated to -127..127 first, so narrowing saturates nothing.
+Q8_1_QUANTIZE = (
+    "ggml/src/ggml-cpu/arch/wasm/quants.c",
+    """        for (int j = 0; j < 8; j++) {
+            const v128_t v  = wasm_f32x4_mul(srcv[j], wasm_f32x4_splat(id));
+            const v128_t vi = wasm_i32x4_trunc_sat_f32x4(v);
+
+            y[i].qs[4*j + 0] = wasm_i32x4_extract_lane(vi, 0);
+            y[i].qs[4*j + 1] = wasm_i32x4_extract_lane(vi, 1);
+            y[i].qs[4*j + 2] = wasm_i32x4_extract_lane(vi, 2);
+            y[i].qs[4*j + 3] = wasm_i32x4_extract_lane(vi, 3);
+
+            accv = wasm_i32x4_add(accv, vi);
+        }
+""",
+    """        // agent_py (scripts/cpu_engine/patch_llama.py): the bytes stored 16 at a time.
+        v128_t vi[8];
+        for (int j = 0; j < 8; j++) {
+            vi[j] = wasm_i32x4_trunc_sat_f32x4(wasm_f32x4_mul(srcv[j], wasm_f32x4_splat(id)));
+            accv = wasm_i32x4_add(accv, vi[j]);
+        }
+        for (int h = 0; h < 2; h++) {
+            wasm_v128_store(y[i].qs + 16*h, wasm_i8x16_narrow_i16x8(
+                wasm_i16x8_narrow_i32x4(vi[4*h + 0], vi[4*h + 1]),
+                wasm_i16x8_narrow_i32x4(vi[4*h + 2], vi[4*h + 3])));
+        }
 """,
 )
 
@@ -247,74 +265,64 @@ Q4_1_KERNEL = (
 # of 20-byte blocks with about 30 instructions each keeps too few loads in flight, and the kernel
 # reads 80 MB of weights at 2.0 GB/s where a plain SIMD read of them runs at 10-14 (one thread,
 # `scripts/cpu_engine/kernel_check.sh relaxed bench`). Four rows per call read four streams at
-# once and unpack the column's block once for all four: 4.1-4.5 GB/s (2.9-3.6 with SIMD128
-# alone). The same for Q8_0, the output head of models with tied embeddings (SmolLM2's: 30 MB a
-# token), whose weights need all 8 bits and so keep SIMD128's dot product. Prompts (two columns
-# a call, the 2x2 kernel above) take four rows a call too: each column's unpacked block then
-# serves four rows instead of two. All exact: each product's floats come from the same
-# operations in the same order as ggml's one-row kernel's (scripts/cpu_engine/kernel_check.cpp
-# compares them bit for bit). The kernels take ggml_vec_dot_t's arguments: s[r + c * bs] is
-# row r times column c, rows bx bytes apart, columns by bytes apart, nrc columns.
+# once and unpack the column's block once for all four: 4.5 GB/s (3.5-3.8 with SIMD128 alone).
+# The same for Q8_0, the output head of models with tied embeddings (SmolLM2's: 30 MB a token),
+# whose weights need all 8 bits and so keep SIMD128's dot product, and whose kernel keeps
+# ggml's floats exactly. Prompts take four Q4_1 rows times four columns a call (two or one where
+# fewer are left): each column's block then serves four rows, each row's four columns, and each
+# float operation four products (17.5 G products/s on one thread under Node, where the 2x2 kernel
+# reached 10.5). Each kernel gives the floats of the order stated above
+# (scripts/cpu_engine/kernel_check.cpp compares them bit for bit). The kernels take
+# ggml_vec_dot_t's arguments: s[r + c * bs] is row r times column c, rows bx bytes apart,
+# columns by bytes apart, nrc columns.
 ROWS_KERNELS = (
     "ggml/src/ggml-cpu/arch/wasm/quants.c",
     "\nvoid ggml_vec_dot_q8_0_q8_0(int n, float * GGML_RESTRICT s, size_t bs,",
     r"""
 #if defined __wasm_simd128__
-// agent_py (scripts/cpu_engine/patch_llama.py): four Q4_1 weight rows times one or two Q8_1
-// activation columns (nrc), each product as ggml_vec_dot_q4_1_q8_1 computes it alone.
+// agent_py (scripts/cpu_engine/patch_llama.py): four Q4_1 weight rows times nc Q8_1 activation
+// columns, each product as agent_q4_1_q8_1_one computes it. A block's four integer sums, one per
+// row, share a vector (agent_i32x4_sums4), so each float operation serves four products.
+static inline __attribute__((always_inline)) void agent_q4_1_q8_1_rows4_cols(const int nc, int nb, float * GGML_RESTRICT s, size_t bs, const block_q4_1 * GGML_RESTRICT const * x, const block_q8_1 * GGML_RESTRICT const * y) {
+    v128_t sum[8], summs[8];
+    for (int c = 0; c < nc; ++c) sum[c] = summs[c] = wasm_f32x4_splat(0.0f);
+    for (int ib = 0; ib < nb; ++ib) {
+        v128_t xa[4][AGENT_Q_PARTS];
+        for (int r = 0; r < 4; ++r) agent_q4_1_parts(x[r][ib].qs, xa[r]);
+        const v128_t dx = wasm_f32x4_make(GGML_CPU_FP16_TO_FP32(x[0][ib].d), GGML_CPU_FP16_TO_FP32(x[1][ib].d),
+                                          GGML_CPU_FP16_TO_FP32(x[2][ib].d), GGML_CPU_FP16_TO_FP32(x[3][ib].d));
+        const v128_t mx = wasm_f32x4_make(GGML_CPU_FP16_TO_FP32(x[0][ib].m), GGML_CPU_FP16_TO_FP32(x[1][ib].m),
+                                          GGML_CPU_FP16_TO_FP32(x[2][ib].m), GGML_CPU_FP16_TO_FP32(x[3][ib].m));
+        for (int c = 0; c < nc; ++c) {
+            v128_t ya[AGENT_Q_PARTS];
+            agent_q8_1_parts(y[c][ib].qs, ya);
+            const v128_t sumi = agent_i32x4_sums4(agent_q_dot(xa[0], ya), agent_q_dot(xa[1], ya),
+                                                  agent_q_dot(xa[2], ya), agent_q_dot(xa[3], ya));
+            const v128_t d = wasm_f32x4_mul(dx, wasm_f32x4_splat(GGML_CPU_FP16_TO_FP32(y[c][ib].d)));
+            sum[c] = wasm_f32x4_add(sum[c], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(sumi), d));
+            summs[c] = wasm_f32x4_add(summs[c], wasm_f32x4_mul(mx, wasm_f32x4_splat(GGML_CPU_FP16_TO_FP32(y[c][ib].s))));
+        }
+    }
+    for (int c = 0; c < nc; ++c) wasm_v128_store(s + c * bs, wasm_f32x4_add(sum[c], summs[c]));
+}
+
+// agent_py: four Q4_1 weight rows times one, two, four or eight Q8_1 columns (nrc): one column
+// is a token's decode, more a prompt's.
 void agent_vec_dot_q4_1_q8_1_rows4(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc) {
-    assert(nrc == 1 || nrc == 2);
+    assert(nrc == 1 || nrc == 2 || nrc == 4 || nrc == 8);
     const int nb = n / QK8_1;
     const block_q4_1 * GGML_RESTRICT x[4];
+    const block_q8_1 * GGML_RESTRICT y[8];
     for (int r = 0; r < 4; ++r) x[r] = (const block_q4_1 *) ((const uint8_t *) vx + r * bx);
-    const block_q8_1 * GGML_RESTRICT y0 = vy;
-    if (nrc == 1) {
-        v128_t sum[4];
-        float summs[4];
-        for (int r = 0; r < 4; ++r) {
-            sum[r] = wasm_f32x4_splat(0.0f);
-            summs[r] = 0.0f;
-        }
-        for (int ib = 0; ib < nb; ++ib) {
-            v128_t ya[AGENT_Q_PARTS];
-            agent_q8_1_parts(y0[ib].qs, ya);
-            const float dy = GGML_CPU_FP16_TO_FP32(y0[ib].d), sy = GGML_CPU_FP16_TO_FP32(y0[ib].s);
-            for (int r = 0; r < 4; ++r) {
-                v128_t xa[AGENT_Q_PARTS];
-                agent_q4_1_parts(x[r][ib].qs, xa);
-                summs[r] += GGML_CPU_FP16_TO_FP32(x[r][ib].m) * sy;
-                sum[r] = agent_q_scaled(sum[r], xa, ya, GGML_CPU_FP16_TO_FP32(x[r][ib].d) * dy);
-            }
-        }
-        for (int r = 0; r < 4; ++r) s[r] = agent_f32x4_sum(sum[r]) + summs[r];
-        return;
-    }
-    const block_q8_1 * GGML_RESTRICT y1 = (const block_q8_1 *) ((const uint8_t *) vy + by);
-    v128_t sum0[4], sum1[4];
-    float summs0[4], summs1[4];
-    for (int r = 0; r < 4; ++r) {
-        sum0[r] = sum1[r] = wasm_f32x4_splat(0.0f);
-        summs0[r] = summs1[r] = 0.0f;
-    }
-    for (int ib = 0; ib < nb; ++ib) {
-        v128_t ya[AGENT_Q_PARTS], yb[AGENT_Q_PARTS];
-        agent_q8_1_parts(y0[ib].qs, ya);
-        agent_q8_1_parts(y1[ib].qs, yb);
-        const float dya = GGML_CPU_FP16_TO_FP32(y0[ib].d), sya = GGML_CPU_FP16_TO_FP32(y0[ib].s);
-        const float dyb = GGML_CPU_FP16_TO_FP32(y1[ib].d), syb = GGML_CPU_FP16_TO_FP32(y1[ib].s);
-        for (int r = 0; r < 4; ++r) {
-            v128_t xa[AGENT_Q_PARTS];
-            agent_q4_1_parts(x[r][ib].qs, xa);
-            const float dx = GGML_CPU_FP16_TO_FP32(x[r][ib].d), mx = GGML_CPU_FP16_TO_FP32(x[r][ib].m);
-            summs0[r] += mx * sya;
-            summs1[r] += mx * syb;
-            sum0[r] = agent_q_scaled(sum0[r], xa, ya, dx * dya);
-            sum1[r] = agent_q_scaled(sum1[r], xa, yb, dx * dyb);
-        }
-    }
-    for (int r = 0; r < 4; ++r) {
-        s[r] = agent_f32x4_sum(sum0[r]) + summs0[r];
-        s[r + bs] = agent_f32x4_sum(sum1[r]) + summs1[r];
+    for (int c = 0; c < nrc; ++c) y[c] = (const block_q8_1 *) ((const uint8_t *) vy + c * by);
+    if (nrc == 8) {
+        agent_q4_1_q8_1_rows4_cols(8, nb, s, bs, x, y);
+    } else if (nrc == 4) {
+        agent_q4_1_q8_1_rows4_cols(4, nb, s, bs, x, y);
+    } else if (nrc == 2) {
+        agent_q4_1_q8_1_rows4_cols(2, nb, s, bs, x, y);
+    } else {
+        agent_q4_1_q8_1_rows4_cols(1, nb, s, bs, x, y);
     }
 }
 
@@ -371,7 +379,8 @@ static void ggml_compute_forward_mul_mat_one_chunk(""",
 # ggml runs a 2x2 kernel only when the activation columns pair up evenly (an even number of
 # tokens, and even chunks). A prompt's last batch is as often odd, and SmolLM2's prompts are odd
 # half the time: for one matrix (no batch of matrices, whose pairs could straddle two of them)
-# the last column of an odd range goes through the 1x1 kernel instead, so the rest keeps the 2x2.
+# the last column of an odd range goes through the 1x1 kernel instead, so the rest keeps the 2x2
+# (and Q4_1 four columns a call, below).
 MUL_MAT_ODD_COLUMNS = (
     "ggml/src/ggml-cpu/ggml-cpu.c",
     "        if ((nr0 % 2 != 0) || (ne11 % 2 != 0) || ((ir0_end - ir0_start) % 2 != 0) || ((ir1_end - ir1_start) % 2 != 0)) {",
@@ -380,6 +389,21 @@ MUL_MAT_ODD_COLUMNS = (
     "        const bool one_matrix = ne12 == 1 && ne13 == 1;\n"
     "        if ((nr0 % 2 != 0) || ((ir0_end - ir0_start) % 2 != 0) ||\n"
     "            (!one_matrix && ((ne11 % 2 != 0) || ((ir1_end - ir1_start) % 2 != 0)))) {",
+)
+# mul_mat_one_chunk takes as many columns a call as each call computes (nrc, below): room in tmp
+# for eight of 16 rows.
+MUL_MAT_COLUMNS_A_CALL = (
+    "ggml/src/ggml-cpu/ggml-cpu.c",
+    """    float tmp[32];
+
+    for (int64_t iir1 = ir1_start; iir1 < ir1_end; iir1 += blck_1) {
+        for (int64_t iir0 = ir0_start; iir0 < ir0_end; iir0 += blck_0) {
+            for (int64_t ir1 = iir1; ir1 < iir1 + blck_1 && ir1 < ir1_end; ir1 += num_rows_per_vec_dot) {""",
+    """    float tmp[128]; // agent_py (scripts/cpu_engine/patch_llama.py): up to eight columns a call
+
+    for (int64_t iir1 = ir1_start; iir1 < ir1_end; iir1 += blck_1) {
+        for (int64_t iir0 = ir0_start; iir0 < ir0_end; iir0 += blck_0) {
+            for (int64_t ir1 = iir1, nrc = 1; ir1 < iir1 + blck_1 && ir1 < ir1_end; ir1 += nrc) {""",
 )
 MUL_MAT_ODD_COLUMNS_CHUNK = (
     "ggml/src/ggml-cpu/ggml-cpu.c",
@@ -390,17 +414,29 @@ MUL_MAT_ODD_COLUMNS_CHUNK = (
                 for (int cn = 0; cn < num_rows_per_vec_dot; ++cn) {""",
     """                // agent_py (scripts/cpu_engine/patch_llama.py): the last column of an odd range
                 // alone (see ggml_compute_forward_mul_mat).
-                const int64_t nrc = ir1 + num_rows_per_vec_dot <= ir1_end ? num_rows_per_vec_dot : 1;
+                nrc = ir1 + num_rows_per_vec_dot <= ir1_end ? num_rows_per_vec_dot : 1;
                 int64_t ir0 = iir0;
 #if defined(__wasm_simd128__)
-                // agent_py: four weight rows a call where a kernel takes them (arch/wasm/quants.c).
+                // agent_py: four weight rows a call where a kernel takes them (arch/wasm/quants.c);
+                // for Q4_1, times eight or four columns where this block of one matrix has them.
+                const int64_t columns_left = MIN(iir1 + blck_1, ir1_end) - ir1;
+                if (type == GGML_TYPE_Q4_1 && ne12 == 1 && ne13 == 1 && columns_left >= 4) {
+                    nrc = columns_left >= 8 ? 8 : 4;
+                }
                 ggml_vec_dot_t const rows4 = type == GGML_TYPE_Q4_1 ? agent_vec_dot_q4_1_q8_1_rows4 :
                     type == GGML_TYPE_Q8_0 && nrc == 1 ? agent_vec_dot_q8_0_q8_0_rows4 : NULL;
                 for (; rows4 && ir0 + 4 <= iir0 + blck_0 && ir0 + 4 <= ir0_end; ir0 += 4) {
                     rows4(ne00, &tmp[ir0 - iir0], 16, src0_row + ir0 * nb01, nb01, src1_col, src1_col_stride, nrc);
                 }
 #endif
-                for (; ir0 < iir0 + blck_0 && ir0 < ir0_end; ir0 += nrc) {
+                // Rows that four leave over: ggml's kernel, one or two columns a call.
+                for (; ir0 < iir0 + blck_0 && ir0 < ir0_end; ir0 += (nrc > 2 ? 1 : nrc)) {
+                    if (nrc > 2) {
+                        for (int64_t cn = 0; cn < nrc; ++cn) {
+                            vec_dot(ne00, &tmp[ir0 - iir0 + cn * 16], 0, src0_row + ir0 * nb01, 0, src1_col + cn * src1_col_stride, 0, 1);
+                        }
+                        continue;
+                    }
                     vec_dot(ne00, &tmp[ir0 - iir0], (nrc > 1 ? 16 : 0), src0_row + ir0 * nb01, (nrc > 1 ? nb01 : 0), src1_col, (nrc > 1 ? src1_col_stride : 0), nrc);
                 }
 
@@ -413,8 +449,10 @@ CHANGES = [
     Q4_1_KERNEL_HELPERS,
     Q4_1_KERNEL,
     ROWS_KERNELS,
+    Q8_1_QUANTIZE,
     ROWS_KERNELS_DECLARED,
     MUL_MAT_ODD_COLUMNS,
+    MUL_MAT_COLUMNS_A_CALL,
     MUL_MAT_ODD_COLUMNS_CHUNK,
 ]
 

@@ -1,8 +1,9 @@
 """Our changes to ggml's Q4_1 and Q8_0 matrix products (scripts/cpu_engine/patch_llama.py), built
-with the CPU engine's own libraries and run under Node (scripts/cpu_engine/kernel_check.sh): the
-2x2 kernel (prompts) and the four-row kernel (one column: decoding) give exactly the floats of
-ggml's own one-row kernel, for even and odd column and row counts, on one thread and two, and
-agree with the dequantized weights' product; and the relaxed SIMD libraries give the SIMD128
+with the CPU engine's own libraries and run under Node (scripts/cpu_engine/kernel_check.sh): every
+Q4_1 kernel (one row; two by two; four rows times one, two or four columns) gives exactly the
+floats of the order patch_llama.py states, written out in plain C, and the four-row Q8_0 kernel
+those of ggml's own one-row kernel, for even and odd column and row counts, on one thread and two;
+all agree with the dequantized weights' product; and the relaxed SIMD libraries give the SIMD128
 libraries' floats bit for bit, so both builds answer alike."""
 
 from __future__ import annotations
@@ -31,14 +32,15 @@ def kernel_check(variant: str) -> dict[str, str]:
     line = r"^(ok  |FAIL)  (\w+ k=\S+ rows=\S+ columns=\S+ threads=\d+):.*bits (\w+)$"
     cases = re.findall(line, done.stdout, re.M)
     # Every case ran (a build that printed nothing must not pass), the odd ones included.
-    assert len(cases) == 24 and all(status == "ok  " for status, _, _ in cases), done.stdout
+    assert len(cases) == 29 and all(status == "ok  " for status, _, _ in cases), done.stdout
     assert done.stdout.rstrip().endswith("all cases passed")
     return {case: bits for _, case, bits in cases}
 
 
-def test_our_kernels_give_ggmls_one_row_floats_in_both_builds() -> None:
+def test_our_kernels_give_the_stated_floats_in_both_builds() -> None:
     plain = kernel_check("threads")
-    assert "q4_1 k=576 rows=64 columns=33 threads=2" in plain  # the 2x2 kernel, an odd tail
+    assert "q4_1 k=576 rows=64 columns=33 threads=2" in plain  # four columns a call, an odd tail
     assert "q4_1 k=576 rows=30 columns=1 threads=2" in plain  # four rows, two left over
+    assert "q4_1 k=576 rows=30 columns=6 threads=2" in plain  # four columns, two rows left over
     assert "q8_0 k=576 rows=70 columns=1 threads=2" in plain
     assert kernel_check("relaxed") == plain
