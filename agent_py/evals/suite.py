@@ -116,15 +116,35 @@ def check(task: EvalTask, state: str, answer: str, error: str | None) -> Verdict
         if not (error or "").strip():
             return Verdict(passed=False, why="failed without saying why")
         return Verdict(passed=True)
-    problems = _answer_problems(expect, answer)
+    asked = task.question + (f" {task.follow_up.question}" if task.follow_up else "")
+    problems = _answer_problems(expect, answer, asked)
     return Verdict(passed=not problems, why="; ".join(problems))
 
 
-def _answer_problems(expect: Expect, answer: str) -> list[str]:
+# An answer that names the expected number among more than this many others (not in the
+# question), and not as its last number (its conclusion), is a guess among many, such as a model
+# counting 1, 2, 3... on and on, not an answer.
+MAX_OTHER_NUMBERS = 3
+
+
+def _answer_problems(expect: Expect, answer: str, asked: str = "") -> list[str]:
     lower = answer.lower()
     problems: list[str] = []
-    if expect.number is not None and not _has_number(answer, expect.number):
-        problems.append(f"no {expect.number:g} in the answer")
+    if expect.number is not None:
+        if not _has_number(answer, expect.number):
+            problems.append(f"no {expect.number:g} in the answer")
+        else:
+            others = {
+                n
+                for n in _numbers(answer) - _numbers(asked)
+                if not math.isclose(n, expect.number, rel_tol=1e-9, abs_tol=1e-6)
+            }
+            numbers = _NUMBER.findall(answer.replace("\u2212", "-"))
+            concluded = _has_number(numbers[-1], expect.number)
+            if len(others) > MAX_OTHER_NUMBERS and not concluded:
+                problems.append(
+                    f"{expect.number:g} among {len(others)} other numbers: a guess, not an answer"
+                )
     problems += [f"no {s!r}" for s in expect.contains if s.lower() not in lower]
     problems += [f"no {s!r} (exact case)" for s in expect.contains_exact if s not in answer]
     if expect.any and not any(s.lower() in lower for s in expect.any):
@@ -142,15 +162,20 @@ def _answer_problems(expect: Expect, answer: str) -> list[str]:
     return problems
 
 
-def _has_number(text: str, expected: float) -> bool:
+def _numbers(text: str) -> set[float]:
+    values = set()
     for match in _NUMBER.finditer(text.replace("\u2212", "-")):
         try:
-            value = float(match.group(0).replace(",", "."))
+            values.add(float(match.group(0).replace(",", ".")))
         except ValueError:
             continue
-        if math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-6):
-            return True
-    return False
+    return values
+
+
+def _has_number(text: str, expected: float) -> bool:
+    return any(
+        math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-6) for value in _numbers(text)
+    )
 
 
 def _in_language(text: str, language: str) -> bool:

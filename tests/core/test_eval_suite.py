@@ -100,3 +100,27 @@ def test_a_failed_run_of_a_doable_task_fails_and_says_why() -> None:
 def test_the_birthday_greeting_must_be_a_greeting_not_code(answer: str, passed: bool) -> None:
     (task,) = load_tasks(only=["gen-greeting"])
     assert check(task, "completed", answer, None).passed is passed
+
+
+@pytest.mark.parametrize(
+    ("answer", "passed"),
+    [
+        ("5", True),
+        ("The sentence 'the quick brown fox jumps' has 5 words.", True),
+        ("Words: the (1), quick (2), brown (3), fox (4), jumps (5): 5", True),
+        # SmolLM2's answer that held 5 only because it counted on and on.
+        ('The original sentence is: "return [1, 3, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13', False),
+        ("[5, 17, 23, 44, 61]", False),
+    ],
+)
+def test_the_expected_number_among_many_others_is_a_guess(answer: str, passed: bool) -> None:
+    (task,) = load_tasks(only=["py-words"])
+    verdict = check(task, "completed", answer, None)
+    assert verdict.passed is passed, verdict.why
+    if not passed:
+        assert "a guess, not an answer" in verdict.why
+
+
+def test_numbers_from_the_question_do_not_count_against_the_answer() -> None:
+    (task,) = load_tasks(only=["js-sum"])  # "sum the numbers 3, 8, 15 and 4"
+    assert check(task, "completed", "3 + 8 + 15 + 4 = 30", None).passed
