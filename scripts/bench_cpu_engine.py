@@ -5,6 +5,7 @@ thread count.
 
     python scripts/bench_cpu_engine.py [--models ID,...] [--threads 1,2] [--repeat 3]
                                        [--no-plan] [--no-native] [--build relaxed|threads]
+                                       [--prompt-times N]
 
 For each bundled model present in web/models and each thread count, in a fresh browser
 context of web/dev/cpu_engine_harness.html served with COOP/COEP: the first load (download
@@ -84,9 +85,10 @@ PLAN_MESSAGES = [
 _prompts = itertools.count()
 
 
-def prompt_text() -> str:
-    """A different first sentence each time, so no run finds its prompt in the KV cache."""
-    return f"Run {next(_prompts)}. {PREFILL_TEXT}"
+def prompt_text(times: int = 1) -> str:
+    """A different first sentence each time, so no run finds its prompt in the KV cache; the
+    text `times` over (about 130 tokens each)."""
+    return f"Run {next(_prompts)}. " + " ".join([PREFILL_TEXT] * times)
 
 
 def plan_schema() -> dict[str, Any]:
@@ -122,6 +124,7 @@ def bench_engine(
     plan: bool,
     native: NativeLlama | None,
     build: str | None = None,
+    prompt_times: int = 1,
 ) -> dict:
     """The engine's rates; with `native`, a native run after each engine run (before it, every
     other turn), and the median of the paired engine / native ratios."""
@@ -145,7 +148,7 @@ def bench_engine(
         for turn in range(repeat):
             if native and turn % 2:
                 native_runs.append(native.run(threads))
-            messages = [{"role": "user", "content": prompt_text()}]
+            messages = [{"role": "user", "content": prompt_text(prompt_times)}]
             usage = chat(page, model, messages, max_tokens=DECODE_TOKENS)["usage"]
             runs.append({"prefill": usage["prefill_tokens_per_s"] or 0.0})
             runs[-1]["decode"] = usage["decode_tokens_per_s"] or 0.0
@@ -258,10 +261,10 @@ def native_runner() -> Path | None:
 class NativeLlama:
     """One model in native llama.cpp (scripts/bench_native_llama.mjs), run on request."""
 
-    def __init__(self, modules: Path, model: str) -> None:
+    def __init__(self, modules: Path, model: str, prompt_times: int = 1) -> None:
         config = {
             "model": str(MODELS_DIR / f"{model}.gguf"),
-            "prompt": TEMPLATES[model].format(text=prompt_text()),
+            "prompt": TEMPLATES[model].format(text=prompt_text(prompt_times)),
             "max_tokens": DECODE_TOKENS,
             "context": CONTEXT_WINDOW,
         }
@@ -315,6 +318,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=["relaxed", "threads", "single"],
         help="the engine build to run (default: the one the browser picks, relaxed in Chromium)",
     )
+    parser.add_argument(
+        "--prompt-times",
+        type=int,
+        default=1,
+        help="the prompt text this many times over (8: about 1,050 tokens, the planner's length)",
+    )
     args = parser.parse_args(argv)
     thread_counts = [int(t) for t in args.threads.split(",") if t.strip()]
 
@@ -340,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             browser = playwright.chromium.launch(**browser_config.launch_options())
             try:
                 for model in models if not args.no_engine else []:
-                    native = native_for(modules, model)
+                    native = native_for(modules, model, args.prompt_times)
                     try:
                         for threads in thread_counts:
                             started = time.perf_counter()
@@ -353,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
                                 not args.no_plan,
                                 native,
                                 args.build,
+                                args.prompt_times,
                             )
                             row["wall_s"] = time.perf_counter() - started
                             rows.append(row)
@@ -370,11 +380,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def native_for(modules: Path | None, model: str) -> NativeLlama | None:
+def native_for(modules: Path | None, model: str, prompt_times: int = 1) -> NativeLlama | None:
     if not modules:
         return None
     try:
-        native = NativeLlama(modules, model)
+        native = NativeLlama(modules, model, prompt_times)
     except (OSError, RuntimeError, json.JSONDecodeError) as error:
         print(f"native llama.cpp could not load {model}: {error}; no ratio for it")
         return None

@@ -1,11 +1,13 @@
-// Checks our changes to ggml's Q4_1 and Q8_0 matrix products (scripts/cpu_engine/patch_llama.py).
-// Our Q4_1 kernels (one row and one column; two by two; four rows times one, two or four columns)
+// Checks our changes to ggml's Q4_1 and Q8_0 matrix products and to its exp
+// (scripts/cpu_engine/patch_llama.py). Our Q4_1 kernels (one row and one column; two by two; four
+// rows times one, two, four or eight columns)
 // must each give exactly the floats of the order patch_llama.py states, written here in plain C
 // (each block's exact integer dot product, scaled in float, summed in block order); the four-row
 // Q8_0 kernel must give exactly the floats of ggml's own kernel for one row and one column,
 // called here row by row. Both for even and odd column and row counts and any thread count; and
 // every product must agree with a product of the dequantized weights (so a mistake all the
-// kernels share shows too). Each case prints a hash of the product's bits, which must be the same
+// kernels share shows too); soft_max and silu, which use exp, must agree with exp in double.
+// Each case prints a hash of its result's bits, which must be the same
 // for the SIMD128 and the relaxed SIMD libraries. Built and run under Node by
 // scripts/cpu_engine/kernel_check.sh; prints one line per case and exits 1 when a case fails.
 // Run for the plain and the relaxed SIMD libraries (their kernels differ).
@@ -121,6 +123,52 @@ static int check_case(ggml_type type, int k, int rows, int columns, int threads)
            ok ? "ok  " : "FAIL", ggml_type_name(type), k, rows, columns, threads, differ, far, worst, hash);
     ggml_free(ctx);
     return ok ? 0 : 1;
+}
+
+// ggml's exp on WebAssembly (patch_llama.py's WASM_EXPF: four lanes at a time where libc's expf
+// took one) through the ops that use it, soft_max and silu, over n values in [-40, 40) and a few
+// at the ends of exp's range, against exp in double: at most 2e-6 off relatively (the algorithm
+// is within a couple of ulps; a wrong coefficient or mask is far more). Prints a hash of the bits,
+// which must be the same for both builds. Returns the failures.
+static int check_exp(int n) {
+    ggml_init_params params = {16u * 1024 * 1024, nullptr, false};
+    ggml_context * ctx = ggml_init(params);
+    ggml_tensor * x = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
+    float * xs = (float *) x->data;
+    for (int i = 0; i < n; ++i) xs[i] = 40.0f * next_float();
+    const float ends[] = {-150.0f, -104.5f, -87.5f, -0.0f, 88.0f, 1e-8f};
+    for (int i = 0; i < 6 && i < n; ++i) xs[i * 7] = ends[i];
+    ggml_tensor * soft_max = ggml_soft_max(ctx, x);
+    ggml_tensor * silu = ggml_silu(ctx, x);
+    ggml_cgraph * graph = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph, soft_max);
+    ggml_build_forward_expand(graph, silu);
+    ggml_graph_compute_with_ctx(ctx, graph, 1);
+    // soft_max takes exp of x - max as a float, rounded before exp sees it: so does the reference.
+    float max = xs[0];
+    for (int i = 0; i < n; ++i) max = xs[i] > max ? xs[i] : max;
+    const auto shifted = [&](int i) { return (double) (xs[i] - max); };
+    double sum = 0;
+    for (int i = 0; i < n; ++i) sum += std::exp(shifted(i));
+    int far = 0;
+    double worst = 0;
+    const auto compare = [&](double got, double expected) {
+        const double error = std::fabs(got - expected) / (std::fabs(expected) + 1e-37);
+        worst = error > worst ? error : worst;
+        if (error > 2e-6) ++far;
+    };
+    for (int i = 0; i < n; ++i) {
+        compare(((const float *) soft_max->data)[i], std::exp(shifted(i)) / sum);
+        compare(((const float *) silu->data)[i], xs[i] / (1.0 + std::exp(-(double) xs[i])));
+    }
+    uint32_t hash = 2166136261u;
+    for (ggml_tensor * t : {soft_max, silu}) {
+        for (size_t i = 0; i < ggml_nbytes(t); ++i) hash = (hash ^ ((const uint8_t *) t->data)[i]) * 16777619u;
+    }
+    printf("%s  exp n=%d: soft_max and silu, %d value(s) off exp in double (worst %.2e), bits %08x\n",
+           far == 0 ? "ok  " : "FAIL", n, far, worst, hash);
+    ggml_free(ctx);
+    return far == 0 ? 0 : 1;
 }
 
 static double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -245,6 +293,7 @@ static int run() {
     }
     failures += check_case(GGML_TYPE_Q4_1, 576, 13, 1, 2);
     failures += check_case(GGML_TYPE_Q4_1, 576, 13, 5, 2);
+    failures += check_exp(1027);
     printf(failures ? "%d case(s) failed\n" : "all cases passed\n", failures);
     return failures ? 1 : 0;
 }

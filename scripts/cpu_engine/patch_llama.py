@@ -260,6 +260,136 @@ Q8_1_QUANTIZE = (
 """,
 )
 
+# Flash attention over a prompt (ggml's tiled path: 64 queries times 64 keys a tile) multiplies
+# F32 tiles with simd_gemm, whose register tile for SIMD other than x86's and ARM's is 2 x 2
+# vectors: 16 products per two loads and two splats. At the planner's 1,050 tokens flash
+# attention takes about 30% of prefill (`node --cpu-prof`). 4 x 4 vectors, as NEON and AVX-512
+# use, keep 16 accumulators (x86-64 has 16 registers for V8 to give them) and do 64 products per
+# four loads and four splats: 1.6 times as fast on 64 x 64 x 64 in Chromium (a scratch
+# benchmark). Exact: each sum still adds its products in the same order, one at a time.
+SIMD_GEMM_TILE = (
+    "ggml/src/ggml-cpu/simd-gemm.h",
+    """#else
+    static constexpr int GEMM_RM = 2;
+    static constexpr int GEMM_RN = 2;
+#endif""",
+    """#elif defined(__wasm_simd128__) // agent_py (scripts/cpu_engine/patch_llama.py)
+    static constexpr int GEMM_RM = 4;
+    static constexpr int GEMM_RN = 4;
+#else
+    static constexpr int GEMM_RM = 2;
+    static constexpr int GEMM_RN = 2;
+#endif""",
+)
+
+# ggml computes exp four or more lanes at a time on x86, ARM and RISC-V (ggml_v_expf, a
+# polynomial after a split into 2^n times exp(b), within a couple of ulps of expf), and on
+# WebAssembly one value at a time with libc's expf: in soft_max (flash attention's scores: 8% of
+# prefill at the planner's 1,050 tokens, `node --cpu-prof`) and in silu (the feed-forward's
+# gate). The same algorithm in SIMD128, with SSE2's operations (a multiply, then an add, as
+# x86 without FMA computes it), so both of our builds compute the same floats.
+WASM_EXPF = (
+    "ggml/src/ggml-cpu/vec.h",
+    """    return _mm_div_ps(x, one_plus_exp_neg_x);
+}
+
+#elif defined(__riscv_v_intrinsic)""",
+    """    return _mm_div_ps(x, one_plus_exp_neg_x);
+}
+
+#elif defined(__wasm_simd128__)
+// agent_py (scripts/cpu_engine/patch_llama.py): exp and silu four lanes at a time, as the SSE2
+// versions above compute them.
+inline static v128_t ggml_v_expf(v128_t x) {
+    const v128_t r = wasm_f32x4_splat(0x1.8p23f);
+    const v128_t z = wasm_f32x4_add(wasm_f32x4_mul(x, wasm_f32x4_splat(0x1.715476p+0f)), r);
+    const v128_t n = wasm_f32x4_sub(z, r);
+    const v128_t b = wasm_f32x4_sub(wasm_f32x4_sub(x, wasm_f32x4_mul(n, wasm_f32x4_splat(0x1.62e4p-1f))),
+                                    wasm_f32x4_mul(n, wasm_f32x4_splat(0x1.7f7d1cp-20f)));
+    const v128_t e = wasm_i32x4_shl(z, 23);
+    const v128_t k = wasm_i32x4_add(e, wasm_f32x4_splat(1.0f));
+    const v128_t c = wasm_f32x4_gt(wasm_f32x4_abs(n), wasm_f32x4_splat(126.0f));
+    const v128_t u = wasm_f32x4_mul(b, b);
+    const v128_t j = wasm_f32x4_add(
+        wasm_f32x4_mul(
+            wasm_f32x4_add(wasm_f32x4_mul(wasm_f32x4_add(wasm_f32x4_mul(wasm_f32x4_splat(0x1.0e4020p-7f), b), wasm_f32x4_splat(0x1.573e2ep-5f)), u),
+                           wasm_f32x4_add(wasm_f32x4_mul(wasm_f32x4_splat(0x1.555e66p-3f), b), wasm_f32x4_splat(0x1.fffdb6p-2f))),
+            u),
+        wasm_f32x4_mul(wasm_f32x4_splat(0x1.ffffecp-1f), b));
+    if (!wasm_v128_any_true(c)) {
+        return wasm_f32x4_add(wasm_f32x4_mul(j, k), k);
+    }
+    const v128_t g = wasm_v128_and(wasm_f32x4_le(n, wasm_f32x4_splat(0.0f)), wasm_i32x4_splat((int32_t) 0x82000000u));
+    const v128_t s1 = wasm_i32x4_add(g, wasm_i32x4_splat(0x7f000000));
+    const v128_t s2 = wasm_i32x4_sub(e, g);
+    const v128_t d = wasm_f32x4_gt(wasm_f32x4_abs(n), wasm_f32x4_splat(192.0f));
+    return wasm_v128_or(
+        wasm_v128_and(d, wasm_f32x4_mul(s1, s1)),
+        wasm_v128_andnot(wasm_v128_or(wasm_v128_and(c, wasm_f32x4_mul(wasm_f32x4_add(wasm_f32x4_mul(s2, j), s2), s1)),
+                                      wasm_v128_andnot(wasm_f32x4_add(wasm_f32x4_mul(k, j), k), c)),
+                         d));
+}
+
+inline static v128_t ggml_v_silu(v128_t x) {
+    const v128_t exp_neg_x = ggml_v_expf(wasm_f32x4_sub(wasm_f32x4_splat(0.0f), x));
+    return wasm_f32x4_div(x, wasm_f32x4_add(wasm_f32x4_splat(1.0f), exp_neg_x));
+}
+
+#elif defined(__riscv_v_intrinsic)""",
+)
+WASM_SILU = (
+    "ggml/src/ggml-cpu/vec.cpp",
+    """#elif defined(__ARM_NEON) && defined(__aarch64__)
+    for (; i + 3 < n; i += 4) {
+        vst1q_f32(y + i, ggml_v_silu(vld1q_f32(x + i)));
+    }
+""",
+    """#elif defined(__ARM_NEON) && defined(__aarch64__)
+    for (; i + 3 < n; i += 4) {
+        vst1q_f32(y + i, ggml_v_silu(vld1q_f32(x + i)));
+    }
+#elif defined(__wasm_simd128__) // agent_py (scripts/cpu_engine/patch_llama.py)
+    for (; i + 3 < n; i += 4) {
+        wasm_v128_store(y + i, ggml_v_silu(wasm_v128_load(x + i)));
+    }
+""",
+)
+WASM_SWIGLU = (
+    "ggml/src/ggml-cpu/vec.cpp",
+    """        vst1q_f32(y + i, vmulq_f32(ggml_v_silu(vld1q_f32(x + i)), vld1q_f32(g + i)));
+    }
+""",
+    """        vst1q_f32(y + i, vmulq_f32(ggml_v_silu(vld1q_f32(x + i)), vld1q_f32(g + i)));
+    }
+#elif defined(__wasm_simd128__) // agent_py (scripts/cpu_engine/patch_llama.py)
+    for (; i + 3 < n; i += 4) {
+        wasm_v128_store(y + i, wasm_f32x4_mul(ggml_v_silu(wasm_v128_load(x + i)), wasm_v128_load(g + i)));
+    }
+""",
+)
+WASM_SOFT_MAX = (
+    "ggml/src/ggml-cpu/vec.cpp",
+    """        float32x4_t val = ggml_v_expf(vsubq_f32(vld1q_f32(x + i),
+                                                vdupq_n_f32(max)));
+        vst1q_f32(y + i, val);
+        sum += (ggml_float)vaddvq_f32(val);
+    }
+""",
+    """        float32x4_t val = ggml_v_expf(vsubq_f32(vld1q_f32(x + i),
+                                                vdupq_n_f32(max)));
+        vst1q_f32(y + i, val);
+        sum += (ggml_float)vaddvq_f32(val);
+    }
+#elif defined(__wasm_simd128__) // agent_py (scripts/cpu_engine/patch_llama.py)
+    for (; i + 3 < n; i += 4) {
+        const v128_t val = ggml_v_expf(wasm_f32x4_sub(wasm_v128_load(x + i), wasm_f32x4_splat(max)));
+        wasm_v128_store(y + i, val);
+        sum += (ggml_float) ((wasm_f32x4_extract_lane(val, 0) + wasm_f32x4_extract_lane(val, 2)) +
+                             (wasm_f32x4_extract_lane(val, 1) + wasm_f32x4_extract_lane(val, 3)));
+    }
+""",
+)
+
 # One activation column (a token's decode) is a matrix-vector product, and ggml computes it one
 # weight row per call. On this machine that is bound by memory, not arithmetic: a single stream
 # of 20-byte blocks with about 30 instructions each keeps too few loads in flight, and the kernel
@@ -450,6 +580,11 @@ CHANGES = [
     Q4_1_KERNEL,
     ROWS_KERNELS,
     Q8_1_QUANTIZE,
+    SIMD_GEMM_TILE,
+    WASM_EXPF,
+    WASM_SILU,
+    WASM_SWIGLU,
+    WASM_SOFT_MAX,
     ROWS_KERNELS_DECLARED,
     MUL_MAT_ODD_COLUMNS,
     MUL_MAT_COLUMNS_A_CALL,

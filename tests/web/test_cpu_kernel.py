@@ -3,8 +3,9 @@ with the CPU engine's own libraries and run under Node (scripts/cpu_engine/kerne
 Q4_1 kernel (one row; two by two; four rows times one, two or four columns) gives exactly the
 floats of the order patch_llama.py states, written out in plain C, and the four-row Q8_0 kernel
 those of ggml's own one-row kernel, for even and odd column and row counts, on one thread and two;
-all agree with the dequantized weights' product; and the relaxed SIMD libraries give the SIMD128
-libraries' floats bit for bit, so both builds answer alike."""
+all agree with the dequantized weights' product; soft_max and silu, through our four-lane exp,
+agree with exp in double; and the relaxed SIMD libraries give the SIMD128 libraries' floats bit
+for bit, so both builds answer alike."""
 
 from __future__ import annotations
 
@@ -29,10 +30,10 @@ def kernel_check(variant: str) -> dict[str, str]:
         timeout=900,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    line = r"^(ok  |FAIL)  (\w+ k=\S+ rows=\S+ columns=\S+ threads=\d+):.*bits (\w+)$"
+    line = r"^(ok  |FAIL)  (\w+ k=\S+ rows=\S+ columns=\S+ threads=\d+|exp n=\d+):.*bits (\w+)$"
     cases = re.findall(line, done.stdout, re.M)
     # Every case ran (a build that printed nothing must not pass), the odd ones included.
-    assert len(cases) == 29 and all(status == "ok  " for status, _, _ in cases), done.stdout
+    assert len(cases) == 30 and all(status == "ok  " for status, _, _ in cases), done.stdout
     assert done.stdout.rstrip().endswith("all cases passed")
     return {case: bits for _, case, bits in cases}
 
@@ -43,4 +44,5 @@ def test_our_kernels_give_the_stated_floats_in_both_builds() -> None:
     assert "q4_1 k=576 rows=30 columns=1 threads=2" in plain  # four rows, two left over
     assert "q4_1 k=576 rows=30 columns=6 threads=2" in plain  # four columns, two rows left over
     assert "q8_0 k=576 rows=70 columns=1 threads=2" in plain
+    assert "exp n=1027" in plain  # soft_max and silu through our exp
     assert kernel_check("relaxed") == plain
