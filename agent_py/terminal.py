@@ -444,9 +444,12 @@ def report_result(result: dict[str, Any], history: Path, out: TextIO, err: TextI
     print(result["answer"], file=out)
     stats = result["stats"]
     calls = sum(stats["model_calls"].values())
+    # The model's own time apart: the run's time also holds waiting for the preparation.
+    model_time = stats.get("model_time_s")
+    in_calls = f" ({model_time:.1f} s in them)" if model_time is not None else ""
     print(
-        f"\n{calls} model calls, {stats['steps_run']} steps, {stats['wall_time_s']:.1f} s; "
-        f"history: {history}",
+        f"\n{calls} model calls{in_calls}, {stats['steps_run']} steps, "
+        f"{stats['wall_time_s']:.1f} s; history: {history}",
         file=out,
     )
     return EXIT_OK

@@ -135,11 +135,13 @@ def test_the_terminal_names_failed_steps_and_exits_by_state(tmp_path: Path) -> N
         {"step_id": "s1", "tool": "echo", "ok": False, "output": "echo failed: no"},
         {"step_id": "s2", "tool": "echo", "ok": True, "output": "ok"},
     ]
-    stats = {"model_calls": {"plan": 1}, "steps_run": 2, "wall_time_s": 1.0}
+    stats = {"model_calls": {"plan": 1}, "steps_run": 2, "wall_time_s": 3.0, "model_time_s": 1.25}
     completed = {"state": "completed", "answer": "ok", "steps": steps, "stats": stats}
     out, err = io.StringIO(), io.StringIO()
     assert report_result(completed, tmp_path / "h.jsonl", out, err) == EXIT_OK
     assert "note: 1 of 2 steps failed: s1 (echo): echo failed: no" in out.getvalue()
+    # The model's time apart from the run's, which also holds waiting for the preparation.
+    assert "1 model calls (1.2 s in them), 2 steps, 3.0 s; history:" in out.getvalue()
 
     failed = {"state": "failed", "error": "every step failed", "steps": [], "stats": stats}
     assert report_result(failed, tmp_path / "h.jsonl", out, err) == EXIT_FAILED
