@@ -6,7 +6,8 @@
 // Q8_0 kernel must give exactly the floats of ggml's own kernel for one row and one column,
 // called here row by row. Both for even and odd column and row counts and any thread count; and
 // every product must agree with a product of the dequantized weights (so a mistake all the
-// kernels share shows too); soft_max and silu, which use exp, must agree with exp in double.
+// kernels share shows too); soft_max and silu, which use exp, must agree with exp in double, and
+// flash attention over an F32 cache with attention in double.
 // Each case prints a hash of its result's bits, which must be the same
 // for the SIMD128 and the relaxed SIMD libraries. Built and run under Node by
 // scripts/cpu_engine/kernel_check.sh; prints one line per case and exits 1 when a case fails.
@@ -171,6 +172,70 @@ static int check_exp(int n) {
     return far == 0 ? 0 : 1;
 }
 
+// Flash attention over an F32 cache (patch_llama.py keeps llama.cpp from casting it to F16):
+// ggml's row-by-row path for fewer than 64 query rows, its tiles (our 4x4 register tile) for
+// more, with SmolLM2's heads (9 query heads over 3 KV heads of 64), the queries the last n_q of
+// n_kv positions under a causal mask, against attention in double: at most 2e-5 off (the values
+// are about 1). Prints a hash of the bits, the same for both builds.
+static int check_attention(int n_q, int n_kv, int threads) {
+    const int D = 64, heads = 9, kv_heads = 3;
+    ggml_init_params params = {64u * 1024 * 1024, nullptr, false};
+    ggml_context * ctx = ggml_init(params);
+    ggml_tensor * q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, D, n_q, heads);
+    ggml_tensor * k = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, D, n_kv, kv_heads);
+    ggml_tensor * v = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, D, n_kv, kv_heads);
+    ggml_tensor * mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, n_kv, n_q);
+    for (ggml_tensor * x : {q, k, v}) {
+        for (int64_t i = 0; i < ggml_nelements(x); ++i) ((float *) x->data)[i] = 2.0f * next_float();
+    }
+    const auto visible = [&](int i, int j) { return j <= n_kv - n_q + i; };
+    for (int i = 0; i < n_q; ++i) {
+        for (int j = 0; j < n_kv; ++j) {
+            ((ggml_fp16_t *) mask->data)[i * n_kv + j] = ggml_fp32_to_fp16(visible(i, j) ? 0.0f : -INFINITY);
+        }
+    }
+    const float scale = 0.125f;
+    ggml_tensor * out = ggml_flash_attn_ext(ctx, q, k, v, mask, scale, 0.0f, 0.0f);
+    ggml_cgraph * graph = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph, out);
+    ggml_graph_compute_with_ctx(ctx, graph, threads);
+    const auto at = [](ggml_tensor * x, int d, int row, int head) {
+        return (double) ((const float *) x->data)[((size_t) head * x->ne[1] + row) * x->ne[0] + d];
+    };
+    int far = 0;
+    double worst = 0;
+    std::vector<double> weight(n_kv);
+    for (int h = 0; h < heads; ++h) {
+        const int kv = h / (heads / kv_heads);
+        for (int i = 0; i < n_q; ++i) {
+            double max = -INFINITY, sum = 0;
+            for (int j = 0; j < n_kv; ++j) {
+                double s = 0;
+                for (int d = 0; d < D; ++d) s += at(q, d, i, h) * at(k, d, j, kv);
+                weight[j] = visible(i, j) ? s * scale : -INFINITY;
+                max = weight[j] > max ? weight[j] : max;
+            }
+            for (int j = 0; j < n_kv; ++j) sum += weight[j] = std::exp(weight[j] - max);
+            for (int d = 0; d < D; ++d) {
+                double expected = 0;
+                for (int j = 0; j < n_kv; ++j) expected += weight[j] * at(v, d, j, kv);
+                expected /= sum;
+                // The result is [D, heads, n_q]: head h of query i.
+                const double got = ((const float *) out->data)[((size_t) i * heads + h) * D + d];
+                const double error = std::fabs(got - expected);
+                worst = error > worst ? error : worst;
+                if (error > 2e-5) ++far;
+            }
+        }
+    }
+    uint32_t hash = 2166136261u;
+    for (size_t i = 0; i < ggml_nbytes(out); ++i) hash = (hash ^ ((const uint8_t *) out->data)[i]) * 16777619u;
+    printf("%s  attention n_q=%d n_kv=%d threads=%d: %d value(s) off attention in double (worst %.2e), bits %08x\n",
+           far == 0 ? "ok  " : "FAIL", n_q, n_kv, threads, far, worst, hash);
+    ggml_free(ctx);
+    return far == 0 ? 0 : 1;
+}
+
 static double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -294,6 +359,9 @@ static int run() {
     failures += check_case(GGML_TYPE_Q4_1, 576, 13, 1, 2);
     failures += check_case(GGML_TYPE_Q4_1, 576, 13, 5, 2);
     failures += check_exp(1027);
+    failures += check_attention(1, 1100, 2);  // a token's decode at the planner's context
+    failures += check_attention(17, 300, 1);  // a task's own words after a prefilled prompt
+    failures += check_attention(70, 150, 2);  // ggml's tiles (64 query rows or more)
     printf(failures ? "%d case(s) failed\n" : "all cases passed\n", failures);
     return failures ? 1 : 0;
 }

@@ -1,11 +1,12 @@
-"""Our changes to ggml's Q4_1 and Q8_0 matrix products (scripts/cpu_engine/patch_llama.py), built
-with the CPU engine's own libraries and run under Node (scripts/cpu_engine/kernel_check.sh): every
-Q4_1 kernel (one row; two by two; four rows times one, two or four columns) gives exactly the
-floats of the order patch_llama.py states, written out in plain C, and the four-row Q8_0 kernel
-those of ggml's own one-row kernel, for even and odd column and row counts, on one thread and two;
-all agree with the dequantized weights' product; soft_max and silu, through our four-lane exp,
-agree with exp in double; and the relaxed SIMD libraries give the SIMD128 libraries' floats bit
-for bit, so both builds answer alike."""
+"""Our changes to ggml's Q4_1 and Q8_0 matrix products, exp and flash attention
+(scripts/cpu_engine/patch_llama.py), built with the CPU engine's own libraries and run under Node
+(scripts/cpu_engine/kernel_check.sh): every Q4_1 kernel (one row; two by two; four rows times one,
+two, four or eight columns) gives exactly the floats of the order patch_llama.py states, written
+out in plain C, and the four-row Q8_0 kernel those of ggml's own one-row kernel, for even and odd
+column and row counts, on one thread and two; all agree with the dequantized weights' product;
+soft_max and silu, through our four-lane exp, agree with exp in double, and flash attention over
+an F32 cache with attention in double; and the relaxed SIMD libraries give the SIMD128
+libraries' floats bit for bit, so both builds answer alike."""
 
 from __future__ import annotations
 
@@ -30,10 +31,13 @@ def kernel_check(variant: str) -> dict[str, str]:
         timeout=900,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    line = r"^(ok  |FAIL)  (\w+ k=\S+ rows=\S+ columns=\S+ threads=\d+|exp n=\d+):.*bits (\w+)$"
+    line = (
+        r"^(ok  |FAIL)  (\w+ k=\S+ rows=\S+ columns=\S+ threads=\d+|exp n=\d+"
+        r"|attention n_q=\d+ n_kv=\d+ threads=\d+):.*bits (\w+)$"
+    )
     cases = re.findall(line, done.stdout, re.M)
     # Every case ran (a build that printed nothing must not pass), the odd ones included.
-    assert len(cases) == 30 and all(status == "ok  " for status, _, _ in cases), done.stdout
+    assert len(cases) == 33 and all(status == "ok  " for status, _, _ in cases), done.stdout
     assert done.stdout.rstrip().endswith("all cases passed")
     return {case: bits for _, case, bits in cases}
 
@@ -45,4 +49,5 @@ def test_our_kernels_give_the_stated_floats_in_both_builds() -> None:
     assert "q4_1 k=576 rows=30 columns=6 threads=2" in plain  # four columns, two rows left over
     assert "q8_0 k=576 rows=70 columns=1 threads=2" in plain
     assert "exp n=1027" in plain  # soft_max and silu through our exp
+    assert "attention n_q=1 n_kv=1100 threads=2" in plain  # a decode at the planner's context
     assert kernel_check("relaxed") == plain
