@@ -131,20 +131,7 @@ def _answer_problems(expect: Expect, answer: str, asked: str = "") -> list[str]:
     lower = answer.lower()
     problems: list[str] = []
     if expect.number is not None:
-        if not _has_number(answer, expect.number):
-            problems.append(f"no {expect.number:g} in the answer")
-        else:
-            others = {
-                n
-                for n in _numbers(answer) - _numbers(asked)
-                if not math.isclose(n, expect.number, rel_tol=1e-9, abs_tol=1e-6)
-            }
-            numbers = _NUMBER.findall(answer.replace("\u2212", "-"))
-            concluded = _has_number(numbers[-1], expect.number)
-            if len(others) > MAX_OTHER_NUMBERS and not concluded:
-                problems.append(
-                    f"{expect.number:g} among {len(others)} other numbers: a guess, not an answer"
-                )
+        problems += _number_problems(expect.number, answer, asked)
     problems += [f"no {s!r}" for s in expect.contains if s.lower() not in lower]
     problems += [f"no {s!r} (exact case)" for s in expect.contains_exact if s not in answer]
     if expect.any and not any(s.lower() in lower for s in expect.any):
@@ -162,20 +149,30 @@ def _answer_problems(expect: Expect, answer: str, asked: str = "") -> list[str]:
     return problems
 
 
-def _numbers(text: str) -> set[float]:
-    values = set()
+def _number_problems(expected: float, answer: str, asked: str) -> list[str]:
+    numbers = _numbers(answer)
+    if not any(_same(n, expected) for n in numbers):
+        return [f"no {expected:g} in the answer"]
+    named = _numbers(asked)
+    others = {n for n in numbers if not _same(n, expected) and n not in named}
+    if len(others) > MAX_OTHER_NUMBERS and not _same(numbers[-1], expected):
+        return [f"{expected:g} among {len(others)} other numbers: a guess, not an answer"]
+    return []
+
+
+def _numbers(text: str) -> list[float]:
+    """The numbers in ``text``, in order (a decimal comma read as a point)."""
+    values = []
     for match in _NUMBER.finditer(text.replace("\u2212", "-")):
         try:
-            values.add(float(match.group(0).replace(",", ".")))
+            values.append(float(match.group(0).replace(",", ".")))
         except ValueError:
             continue
     return values
 
 
-def _has_number(text: str, expected: float) -> bool:
-    return any(
-        math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-6) for value in _numbers(text)
-    )
+def _same(value: float, expected: float) -> bool:
+    return math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-6)
 
 
 def _in_language(text: str, language: str) -> bool:

@@ -29,6 +29,12 @@ static float next_float() {  // a fixed sequence in [-1, 1): the same numbers on
     return (float) (rng_state >> 8) / (float) (1u << 23) - 1.0f;
 }
 
+// A hash (FNV-1a) of a result's bits: the SIMD128 and relaxed SIMD builds must print the same.
+static uint32_t bits_hash(const void * data, size_t size, uint32_t hash = 2166136261u) {
+    for (size_t i = 0; i < size; ++i) hash = (hash ^ ((const uint8_t *) data)[i]) * 16777619u;
+    return hash;
+}
+
 // Our Q4_1 kernels' order (patch_llama.py), in plain C, for one Q4_1 row and one Q8_1 column:
 // blocks of 32 values, a Q4_1 block being its scale d and minimum m (halves) then 16 bytes of two
 // nibbles (values i and i + 16), a Q8_1 block its scale d and d times its sum s then 32 bytes.
@@ -114,11 +120,7 @@ static int check_case(ggml_type type, int k, int rows, int columns, int threads)
             if (error > 0.02) ++far;
         }
     }
-    // A hash of the product's bits: the SIMD128 and relaxed SIMD builds must print the same.
-    uint32_t hash = 2166136261u;
-    for (size_t i = 0; i < (size_t) rows * columns * sizeof(float); ++i) {
-        hash = (hash ^ ((const uint8_t *) all->data)[i]) * 16777619u;
-    }
+    const uint32_t hash = bits_hash(all->data, (size_t) rows * columns * sizeof(float));
     const bool ok = differ == 0 && far == 0;
     printf("%s  %s k=%d rows=%d columns=%d threads=%d: %d column(s) differ from the exact order, %d value(s) off the reference (worst %.4f of the terms' size), bits %08x\n",
            ok ? "ok  " : "FAIL", ggml_type_name(type), k, rows, columns, threads, differ, far, worst, hash);
@@ -162,10 +164,7 @@ static int check_exp(int n) {
         compare(((const float *) soft_max->data)[i], std::exp(shifted(i)) / sum);
         compare(((const float *) silu->data)[i], xs[i] / (1.0 + std::exp(-(double) xs[i])));
     }
-    uint32_t hash = 2166136261u;
-    for (ggml_tensor * t : {soft_max, silu}) {
-        for (size_t i = 0; i < ggml_nbytes(t); ++i) hash = (hash ^ ((const uint8_t *) t->data)[i]) * 16777619u;
-    }
+    const uint32_t hash = bits_hash(silu->data, ggml_nbytes(silu), bits_hash(soft_max->data, ggml_nbytes(soft_max)));
     printf("%s  exp n=%d: soft_max and silu, %d value(s) off exp in double (worst %.2e), bits %08x\n",
            far == 0 ? "ok  " : "FAIL", n, far, worst, hash);
     ggml_free(ctx);
@@ -228,8 +227,7 @@ static int check_attention(int n_q, int n_kv, int threads) {
             }
         }
     }
-    uint32_t hash = 2166136261u;
-    for (size_t i = 0; i < ggml_nbytes(out); ++i) hash = (hash ^ ((const uint8_t *) out->data)[i]) * 16777619u;
+    const uint32_t hash = bits_hash(out->data, ggml_nbytes(out));
     printf("%s  attention n_q=%d n_kv=%d threads=%d: %d value(s) off attention in double (worst %.2e), bits %08x\n",
            far == 0 ? "ok  " : "FAIL", n_q, n_kv, threads, far, worst, hash);
     ggml_free(ctx);
