@@ -326,6 +326,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     thread_counts = [int(t) for t in args.threads.split(",") if t.strip()]
+    models = [m for m in args.models.split(",") if m] or list(TEMPLATES)
+    unknown = [m for m in models if m not in TEMPLATES]
+    if unknown:
+        known = ", ".join(TEMPLATES)
+        print(f"unknown model id {', '.join(unknown)}: one of {known}", file=sys.stderr)
+        return 2
 
     fetched = subprocess.run([sys.executable, str(ROOT / "scripts" / "fetch_model.py")])
     if fetched.returncode != 0:
@@ -333,7 +339,6 @@ def main(argv: list[str] | None = None) -> int:
     if not (ROOT / "web" / "vendor" / "llama" / "agent-llama.wasm").is_file():
         print("the CPU engine is not built: run `bash scripts/setup.sh` first", file=sys.stderr)
         return 1
-    models = [m for m in args.models.split(",") if m] or list(TEMPLATES)
     models = [m for m in models if (MODELS_DIR / f"{m}.gguf").is_file()]
     print(f"models: {', '.join(models)}; load average {load_average()} on {os.cpu_count()} CPUs")
     print(f"engine build: {args.build or 'the browser picks (relaxed SIMD in Chromium)'}")
