@@ -293,6 +293,29 @@ def test_unload_then_reload_counts_and_clear_errors(cpu: CPUHarness) -> None:
     assert hello["text"] != ""
 
 
+def test_a_reload_joins_the_preload_of_its_model_and_replaces_another(cpu: CPUHarness) -> None:
+    # The page preloads the last boot's model while Python starts (web/worker/worker.js);
+    # Python's first reload then waits for that load instead of starting its own.
+    cpu.call("() => cpu.unload()")
+    before = cpu.counts()
+    cpu.call("model => cpu.preload(model)", INSTRUCT_MODEL)
+    loaded = cpu.call("model => cpu.reload(model)", INSTRUCT_MODEL)
+    assert loaded["loadedModel"] == INSTRUCT_MODEL
+    assert cpu.counts()["reloads"] == before["reloads"] + 1  # one load, not two
+    hello = cpu.chat([{"role": "user", "content": "Hi"}], model=INSTRUCT_MODEL, max_tokens=2)
+    assert hello["text"] != ""
+
+    # A reload of another model waits for the preload to settle, then loads its own.
+    cpu.call("model => cpu.preload(model)", INSTRUCT_MODEL)
+    assert cpu.call("model => cpu.reload(model)", MODEL)["loadedModel"] == MODEL
+    assert cpu.counts()["reloads"] == before["reloads"] + 3
+    # A failed preload is tried again by the reload, which reports its own error.
+    cpu.call("() => cpu.preload('/models/missing.gguf')")
+    with pytest.raises(Exception, match=r"could not load the model from http://.*/missing\.gguf"):
+        cpu.call("() => cpu.reload('/models/missing.gguf')")
+    assert cpu.call("model => cpu.reload(model)", INSTRUCT_MODEL)["loadedModel"] == INSTRUCT_MODEL
+
+
 def test_chat_template_rule_for_a_gguf_without_one(cpu: CPUHarness) -> None:
     # The rule itself, without loading a model: a template in the GGUF wins; none and a Gemma
     # architecture gets the built-in; none and an unknown architecture gets llama.cpp's

@@ -1,6 +1,6 @@
 // Module Worker of the CPU engine harness (cpu_engine_harness.html): owns one CpuEngine,
 // as web/worker/worker.js does, and answers the page's calls. Each method gets {id} of the call first.
-//   page -> worker  {id, method: "info" | "create" | "reload" | "chat" | "interrupt" |
+//   page -> worker  {id, method: "info" | "create" | "reload" | "preload" | "chat" | "interrupt" |
 //                    "unload" | "counts" | "countTokens", args: [...]}
 //   worker -> page  {id, result} | {id, error: {name, message}}
 //                   {type: "token", id, text, ms}      streamed output of chat call `id`
@@ -41,6 +41,10 @@ const methods = {
       template: engine.template,
       seconds: (performance.now() - started) / 1000,
     };
+  },
+
+  preload(_call, model) {
+    currentEngine().preload(model);
   },
 
   async chat({ id }, messages, call) {

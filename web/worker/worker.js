@@ -225,9 +225,11 @@ async function boot({ settings, engine: override }) {
   };
   post(toUI.progress("pyodide", 0.05, "Starting Python…"));
   const gpuFound = detectWebGPU(); // while Python starts
+  const early = startEngineEarly(settings, override, gpuFound, () => Math.round(performance.now() - t0));
   const started = await startPython(PYODIDE_URL);
   pyodide = started.pyodide;
   Object.assign(phases, started.phases);
+  phases.python_started_at = Math.round(performance.now() - t0);
   last = performance.now();
   post(toUI.progress("packages", 1, "Python and packages loaded"));
 
@@ -248,14 +250,29 @@ async function boot({ settings, engine: override }) {
     await configure(settings);
   }
   const gpu = await gpuFound;
-  const created = await createEngine(override || settingsNow.engine, settingsNow, gpu);
+  const choice = override || settingsNow.engine;
+  const earlyEngine = await early;
+  let created;
+  let engineEarly = null; // "used", or "dropped" when Python's settings differ from the last boot's
+  if (earlyEngine && earlyEngine.choice === choice && sameEngineSettings(earlyEngine.settings, settingsNow)) {
+    created = earlyEngine.created;
+    engineEarly = "used";
+    phases.engine_early_at = earlyEngine.at_ms; // its model load began then
+  } else {
+    if (earlyEngine) {
+      engineEarly = "dropped";
+      earlyEngine.created.engine.exit();
+    }
+    created = await createEngine(choice, settingsNow, gpu);
+  }
+  rememberEngine(settings, override, choice, settingsNow); // not awaited: for the next boot
   phase("engine");
   engine = created.engine;
   // The window the engine was made with (read once, at start: a change restarts the worker).
   engineInfo = { ...created.info, context_window: engine?.options?.contextWindow ?? null };
   const info = await configure(settings); // again, for the engine's kind
   phase("configure");
-  const timings = { agent_ready_ms: Math.round(performance.now() - t0), phases };
+  const timings = { agent_ready_ms: Math.round(performance.now() - t0), phases, engine_early: engineEarly };
   post(toUI.ready({ engine: engineInfo, gpu, timings, settings: info }));
 
   // What the first task would do on its way (jsonschema, the tools' validators, the prompt
@@ -266,6 +283,55 @@ async function boot({ settings, engine: override }) {
   prepareModel(); // not awaited: a run sent meanwhile waits for the engine (Python's lock)
 }
 
+
+// --- the engine started while Python starts --------------------------------------------------
+// The CPU engine's settings are Python's (defaults included), known only once Python runs, a
+// second or two after the boot begins. What the last boot resolved from the same user settings
+// is kept in Cache Storage, so the next boot starts that engine and loads its model meanwhile;
+// once Python's settings are known, an engine made with others is dropped.
+const BOOT_CACHE = "agent-py-boot-v1"; // not "agent_py-": the service worker clears its old caches by that prefix
+const LAST_ENGINE = new URL("./last-engine.json", import.meta.url).href;
+const ENGINE_SETTINGS = ["engine", "cpu_model", "cpu_threads", "cpu_seed", "cpu_temperature", "context_window"];
+
+// The user's settings as a digest: they may hold a model server's API key, kept only where the
+// UI keeps it.
+async function bootKey(settings, override) {
+  const text = new TextEncoder().encode(JSON.stringify({ settings, override: override || null }));
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", text));
+  return Array.from(digest, (byte) => byte.toString(16).padStart(2, "0")).join("");
+}
+const engineSettings = (settings) => Object.fromEntries(ENGINE_SETTINGS.map((name) => [name, settings[name] ?? null]));
+const sameEngineSettings = (a, b) => JSON.stringify(engineSettings(a)) === JSON.stringify(engineSettings(b));
+
+/** The CPU engine of the last boot with these user settings, its model loading; else null. */
+async function startEngineEarly(settings, override, gpuFound, sinceBoot) {
+  try {
+    if (typeof caches === "undefined") return null;
+    const stored = await (await caches.open(BOOT_CACHE)).match(LAST_ENGINE);
+    const record = stored ? await stored.json() : null;
+    if (!record || record.key !== (await bootKey(settings, override))) return null;
+    const gpu = await gpuFound;
+    if (chooseEngine(record.choice, gpu) !== "cpu") return null; // WebLLM checks its cache first
+    const created = await createCpuEngine(gpu, record.settings, record.choice === "auto");
+    if (!created.info.usable) return null;
+    created.engine.preload(record.settings.cpu_model);
+    return { choice: record.choice, settings: record.settings, created, at_ms: sinceBoot() };
+  } catch (error) {
+    console.warn(`[agent_py] the engine could not start early: ${error.message || error}`);
+    return null;
+  }
+}
+
+async function rememberEngine(settings, override, choice, settingsNow) {
+  if (typeof caches === "undefined") return;
+  try {
+    const record = { key: await bootKey(settings, override), choice, settings: engineSettings(settingsNow) };
+    const cache = await caches.open(BOOT_CACHE);
+    await cache.put(LAST_ENGINE, new Response(JSON.stringify(record), { headers: { "content-type": "application/json" } }));
+  } catch (error) {
+    console.warn(`[agent_py] the engine's settings could not be kept: ${error.message || error}`);
+  }
+}
 
 // Load the model and prefill the planner's fixed prompt while the user types, so the first
 // task computes only its own words. WebLLM only when its weights are cached already: a first

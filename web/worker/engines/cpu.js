@@ -89,6 +89,7 @@ export class CpuEngine {
     this.modelInfo = null;
     this.modelBytes = 0;
     this.counts = { reloads: 0, unloads: 0 };
+    this.preloading = null; // {model, settled}: a load started ahead of the first reload
     this.calls = new Map(); // id -> {resolve, reject, onEvent}
     this.generations = new Set(); // ids of running generations
     this.nextId = 1;
@@ -122,7 +123,23 @@ export class CpuEngine {
     return url.href;
   }
 
+  /**
+   * Starts loading `model` before anyone asks (the page, while Python starts); the next
+   * reload of the same model waits for this load instead of starting another. Never rejects:
+   * a failed load is tried again, and reported, by that reload.
+   */
+  preload(model) {
+    const loading = this.reload(model);
+    this.preloading = { model, settled: loading.then(() => true, () => false) };
+  }
+
   async reload(model) {
+    const preloading = this.preloading;
+    this.preloading = null;
+    if (preloading) {
+      const loaded = await preloading.settled;
+      if (loaded && preloading.model === model && this.loadedModel === model) return;
+    }
     const url = this.urlOf(model);
     const info = cpuEngineInfo();
     if (!info.usable) throw new EngineError("engine", info.reason);
