@@ -5,7 +5,7 @@ thread count.
 
     python scripts/bench_cpu_engine.py [--models ID,...] [--threads 1,2] [--repeat 3]
                                        [--no-plan] [--no-native] [--build relaxed|threads]
-                                       [--prompt-times N]
+                                       [--prompt-times N] [--dot i16|i32] [--browser-arg FLAG]
 
 For each bundled model present in web/models and each thread count, in a fresh browser
 context of web/dev/cpu_engine_harness.html served with COOP/COEP: the first load (download
@@ -19,6 +19,10 @@ into .artifacts/bench-native/, never into the project's environment; the same co
 node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1`: 13 s, 80 MB), driven by
 scripts/bench_native_llama.mjs, one run after each engine run (so both see the same load from
 other processes). The table at the end gives engine / native per model and thread count.
+
+The engine's line names the dot product form its Q4_1 kernels use (the relaxed build picks the
+faster for the CPU: `--dot` forces one, and on an x86 CPU with AVX-VNNI
+`--browser-arg=--js-flags=--no-enable-avx-vnni` shows what a CPU without it would run).
 
 Numbers only: it never fails on time. Each rate is the median of --repeat runs (the best run in
 brackets: other processes on the machine pull medians down; the load average is printed).
@@ -125,6 +129,7 @@ def bench_engine(
     native: NativeLlama | None,
     build: str | None = None,
     prompt_times: int = 1,
+    dot: str | None = None,
 ) -> dict:
     """The engine's rates; with `native`, a native run after each engine run (before it, every
     other turn), and the median of the paired engine / native ratios."""
@@ -135,8 +140,10 @@ def bench_engine(
         page.goto(base_url + HARNESS)
         page.wait_for_selector("body[data-status='ready']")
         info = page.evaluate("cpu.info()")
-        page.evaluate("o => cpu.create(o)", {"threads": threads, "seed": 1, "build": build})
-        first = page.evaluate("m => cpu.reload(m)", model)["seconds"]
+        options = {"threads": threads, "seed": 1, "build": build, "dot": dot}
+        page.evaluate("o => cpu.create(o)", {k: v for k, v in options.items() if v is not None})
+        loaded = page.evaluate("m => cpu.reload(m)", model)
+        first = loaded["seconds"]
         cached = []
         for _ in range(repeat):
             page.evaluate("cpu.unload()")
@@ -160,6 +167,7 @@ def bench_engine(
             "model": model,
             "threads": threads,
             "isolated": info["isolated"],
+            "dot_form": loaded["dotForm"],
             "prompt_tokens": min(prompt_tokens),
             "first_load_s": first,
             "cached_load_s": statistics.median(cached),
@@ -197,7 +205,7 @@ def print_engine_row(row: dict) -> None:
     )
     print(
         f"engine {row['model']}, {row['threads']} thread(s)"
-        f"{'' if row['isolated'] else ' (not isolated)'}: "
+        f"{'' if row['isolated'] else ' (not isolated)'}, dot product {row['dot_form']}: "
         f"load {row['first_load_s']:.1f} s first, {row['cached_load_s']:.1f} s cached; "
         f"prefill {rate(row['prefill'])} tok/s ({row['prompt_tokens']} tokens), "
         f"decode {rate(row['decode'])} tok/s, first token {row['ttft_s']:.2f} s"
@@ -324,6 +332,19 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="the prompt text this many times over (8: about 1,050 tokens, the planner's length)",
     )
+    parser.add_argument(
+        "--dot",
+        choices=["i16", "i32"],
+        help="the relaxed build's dot product form (default: the faster for this CPU, which the "
+        "engine tells from how the browser lowers it)",
+    )
+    parser.add_argument(
+        "--browser-arg",
+        action="append",
+        default=[],
+        help="an extra Chromium flag (repeatable); --browser-arg=--js-flags=--no-enable-avx-vnni "
+        "runs the engine as on an x86 CPU without AVX-VNNI",
+    )
     args = parser.parse_args(argv)
     thread_counts = [int(t) for t in args.threads.split(",") if t.strip()]
     models = [m for m in args.models.split(",") if m] or list(TEMPLATES)
@@ -351,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     server, base_url = start_server(port=0)
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(**browser_config.launch_options())
+            browser = playwright.chromium.launch(
+                **browser_config.launch_options(extra_args=args.browser_arg)
+            )
             try:
                 for model in models if not args.no_engine else []:
                     native = native_for(modules, model, args.prompt_times)
@@ -368,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
                                 native,
                                 args.build,
                                 args.prompt_times,
+                                args.dot,
                             )
                             row["wall_s"] = time.perf_counter() - started
                             rows.append(row)

@@ -26,7 +26,7 @@ SOURCE=scripts/cpu_engine/agent_llama.cpp
 OUTPUTS=(agent-llama-rs.js agent-llama-rs.wasm agent-llama-rs.worker.js agent-llama.js agent-llama.wasm
   agent-llama.worker.js agent-llama-st.js agent-llama-st.wasm build.json)
 FUNCTIONS=(al_load al_model_info al_format_chat al_tokenize al_tokens al_begin al_prefill al_next al_end
-  al_state_save al_state_load al_buffer al_cached al_free al_result al_last_error)
+  al_state_save al_state_load al_buffer al_cached al_free al_result al_last_error al_dot_form)
 
 stamp_of_inputs() {
   cat "$SOURCE" scripts/build_cpu_engine.sh scripts/wasm_llama_lib.sh scripts/wasm_llama_exceptions.cmake \

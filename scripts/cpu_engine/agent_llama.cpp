@@ -50,6 +50,7 @@ struct engine {
     int n_batch = 0;
     int n_threads = 0;
     ggml_type kv_type = GGML_TYPE_F16;  // of the KV cache (kv_cache_type)
+    const char * dot_form = "";       // the Q4_1 kernels' dot product (agent_q4_1_choose_dot)
     std::vector<llama_token> cached;   // tokens whose KV is in sequence 0, in order
     generation gen;
     bool generating = false;
@@ -413,6 +414,18 @@ EMSCRIPTEN_KEEPALIVE void al_free() {
     }
 }
 
+// The form of the Q4_1 kernels' dot product (scripts/cpu_engine/patch_llama.py, in ggml-cpu):
+// -1 the faster one for this engine, 0 the 32-bit one, 1 the 16-bit one. The floats are the same.
+extern "C" const char * agent_q4_1_choose_dot(int form);
+static int requested_dot_form = -1;
+
+// The dot product's form for the next al_load (-1, 0 or 1, as above): benches compare them.
+EMSCRIPTEN_KEEPALIVE int al_dot_form(int form) {
+    if (form < -1 || form > 1) return -1;
+    requested_dot_form = form;
+    return 0;
+}
+
 EMSCRIPTEN_KEEPALIVE int al_load(const char * path, int n_ctx, int n_threads, int n_batch) {
     return guarded([&] {
         free_all();
@@ -430,6 +443,7 @@ EMSCRIPTEN_KEEPALIVE int al_load(const char * path, int n_ctx, int n_threads, in
         const int pool = 0;  // the build without threads (pages that are not cross-origin isolated)
 #endif
         n_threads = std::max(1, std::min(n_threads, pool + 1));
+        E.dot_form = agent_q4_1_choose_dot(requested_dot_form);  // before any product
         if (n_batch <= 0) n_batch = 512;
         take_log_error();
 
@@ -480,6 +494,7 @@ EMSCRIPTEN_KEEPALIVE int al_model_info() {
         info["n_vocab"] = llama_vocab_n_tokens(E.vocab);
         info["n_threads"] = E.n_threads;
         info["kv_type"] = ggml_type_name(E.kv_type);
+        info["dot_form"] = E.dot_form;
         E.result = dump(info);
         return 0;
     });

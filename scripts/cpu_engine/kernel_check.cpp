@@ -9,7 +9,8 @@
 // kernels share shows too); soft_max and silu, which use exp, must agree with exp in double, and
 // flash attention over an F32 cache with attention in double.
 // Each case prints a hash of its result's bits, which must be the same
-// for the SIMD128 and the relaxed SIMD libraries. Built and run under Node by
+// for the SIMD128 and the relaxed SIMD libraries, and, in the relaxed one, for both forms of its
+// dot product (patch_llama.py: the engine picks the faster for the CPU). Built and run under Node by
 // scripts/cpu_engine/kernel_check.sh; prints one line per case and exits 1 when a case fails.
 // Run for the plain and the relaxed SIMD libraries (their kernels differ).
 #include "ggml.h"
@@ -20,8 +21,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 #include <wasm_simd128.h>
+
+// The Q4_1 kernels' dot product form (patch_llama.py): 0 the 32-bit one, 1 the 16-bit one;
+// returns "i32", "i16", or "simd128" in a build with one form.
+extern "C" const char * agent_q4_1_choose_dot(int form);
 
 static uint32_t rng_state = 12345;
 static float next_float() {  // a fixed sequence in [-1, 1): the same numbers on every run
@@ -78,8 +84,6 @@ static int check_case(ggml_type type, int k, int rows, int columns, int threads)
         each[c] = ggml_mul_mat(ctx, w, column);
         ggml_build_forward_expand(graph, each[c]);
     }
-    ggml_graph_compute_with_ctx(ctx, graph, threads);
-
     // The kernel for one row and one column, as ggml quantizes a column for it.
     const ggml_type_traits_cpu * traits = ggml_get_type_traits_cpu(type);
     if (type == GGML_TYPE_Q4_1 && (traits->vec_dot_type != GGML_TYPE_Q8_1 || ggml_row_size(type, 32) != 20 || ggml_row_size(GGML_TYPE_Q8_1, 32) != 36)) {
@@ -93,37 +97,51 @@ static int check_case(ggml_type type, int k, int rows, int columns, int threads)
     ggml_get_type_traits(type)->to_float(w->data, dequantized.data(), (int64_t) k * rows);
     int differ = 0, far = 0;
     double worst = 0;
-    for (int c = 0; c < columns; ++c) {
-        const float * got = (const float *) ((const char *) all->data + c * all->nb[1]);
-        const float * alone = (const float *) each[c]->data;
-        ggml_get_type_traits_cpu(traits->vec_dot_type)->from_float((const float *) x->data + (size_t) c * k, quantized.data(), k);
-        bool out_of_order = false;
-        for (int r = 0; r < rows; ++r) {
-            traits->vec_dot(k, &one_by_one[r], 0, (const char *) w->data + r * w->nb[1], 0, quantized.data(), 0, 1);
-            if (type == GGML_TYPE_Q4_1) {
-                const float in_order = q4_1_q8_1_in_order(k, (const uint8_t *) w->data + r * w->nb[1], quantized.data());
-                out_of_order |= memcmp(&in_order, &one_by_one[r], sizeof in_order) != 0;
+    // Q4_1: every form of the dot product the build has, each checked in full, all with the same bits.
+    std::string forms;
+    uint32_t hash = 0;
+    bool forms_differ = false;
+    for (int form = 0; form < (type == GGML_TYPE_Q4_1 ? 2 : 1); ++form) {
+        const char * form_name = agent_q4_1_choose_dot(form);
+        if (form > 0 && strcmp(form_name, "simd128") == 0) break;  // a build with one form
+        forms += (forms.empty() ? "" : " ") + std::string(form_name);
+        ggml_graph_compute_with_ctx(ctx, graph, threads);
+        for (int c = 0; c < columns; ++c) {
+            const float * got = (const float *) ((const char *) all->data + c * all->nb[1]);
+            const float * alone = (const float *) each[c]->data;
+            ggml_get_type_traits_cpu(traits->vec_dot_type)->from_float((const float *) x->data + (size_t) c * k, quantized.data(), k);
+            bool out_of_order = false;
+            for (int r = 0; r < rows; ++r) {
+                traits->vec_dot(k, &one_by_one[r], 0, (const char *) w->data + r * w->nb[1], 0, quantized.data(), 0, 1);
+                if (type == GGML_TYPE_Q4_1) {
+                    const float in_order = q4_1_q8_1_in_order(k, (const uint8_t *) w->data + r * w->nb[1], quantized.data());
+                    out_of_order |= memcmp(&in_order, &one_by_one[r], sizeof in_order) != 0;
+                }
+            }
+            const size_t size = rows * sizeof(float);
+            if (out_of_order || memcmp(got, one_by_one.data(), size) != 0 || memcmp(alone, one_by_one.data(), size) != 0) ++differ;
+            for (int r = 0; r < rows; ++r) {
+                double expected = 0, scale = 0;
+                for (int i = 0; i < k; ++i) {
+                    const double term = (double) dequantized[(size_t) r * k + i] * ((const float *) x->data)[(size_t) c * k + i];
+                    expected += term;
+                    scale += std::fabs(term);
+                }
+                // The activations are quantized to 8 bits on the way: about 1% of the terms' size.
+                const double error = std::fabs(got[r] - expected) / (scale + 1e-6);
+                worst = error > worst ? error : worst;
+                if (error > 0.02) ++far;
             }
         }
-        const size_t size = rows * sizeof(float);
-        if (out_of_order || memcmp(got, one_by_one.data(), size) != 0 || memcmp(alone, one_by_one.data(), size) != 0) ++differ;
-        for (int r = 0; r < rows; ++r) {
-            double expected = 0, scale = 0;
-            for (int i = 0; i < k; ++i) {
-                const double term = (double) dequantized[(size_t) r * k + i] * ((const float *) x->data)[(size_t) c * k + i];
-                expected += term;
-                scale += std::fabs(term);
-            }
-            // The activations are quantized to 8 bits on the way: about 1% of the terms' size.
-            const double error = std::fabs(got[r] - expected) / (scale + 1e-6);
-            worst = error > worst ? error : worst;
-            if (error > 0.02) ++far;
-        }
+        const uint32_t form_hash = bits_hash(all->data, (size_t) rows * columns * sizeof(float));
+        forms_differ |= form > 0 && form_hash != hash;
+        hash = form_hash;
     }
-    const uint32_t hash = bits_hash(all->data, (size_t) rows * columns * sizeof(float));
-    const bool ok = differ == 0 && far == 0;
-    printf("%s  %s k=%d rows=%d columns=%d threads=%d: %d column(s) differ from the exact order, %d value(s) off the reference (worst %.4f of the terms' size), bits %08x\n",
-           ok ? "ok  " : "FAIL", ggml_type_name(type), k, rows, columns, threads, differ, far, worst, hash);
+    agent_q4_1_choose_dot(0);
+    const bool ok = differ == 0 && far == 0 && !forms_differ;
+    printf("%s  %s k=%d rows=%d columns=%d threads=%d: %d column(s) differ from the exact order, %d value(s) off the reference (worst %.4f of the terms' size), dot %s%s, bits %08x\n",
+           ok ? "ok  " : "FAIL", ggml_type_name(type), k, rows, columns, threads, differ, far, worst,
+           type == GGML_TYPE_Q4_1 ? forms.c_str() : "-", forms_differ ? " (the forms' bits differ)" : "", hash);
     ggml_free(ctx);
     return ok ? 0 : 1;
 }
@@ -318,15 +336,20 @@ static void bench_prompt() {
     ggml_cgraph * graph = b.graph;
     const double products = (double) matrices * rows * k * columns;
     for (int round = 0; round < 3; ++round) {
-        double rate[2];
-        for (int threads : {1, 2}) {
-            const auto start = std::chrono::steady_clock::now();
-            ggml_graph_compute_with_ctx(ctx, graph, threads);
-            rate[threads - 1] = products / seconds_since(start) / 1e9;
+        for (int form = 0; form < 2; ++form) {
+            const char * form_name = agent_q4_1_choose_dot(form);
+            if (form > 0 && strcmp(form_name, "simd128") == 0) break;  // a build with one form
+            double rate[2];
+            for (int threads : {1, 2}) {
+                const auto start = std::chrono::steady_clock::now();
+                ggml_graph_compute_with_ctx(ctx, graph, threads);
+                rate[threads - 1] = products / seconds_since(start) / 1e9;
+            }
+            printf("bench %d columns times %d Q4_1 matrices %dx%d, dot %s: %.1f G products/s on one thread, %.1f on two\n",
+                   columns, matrices, rows, k, form_name, rate[0], rate[1]);
         }
-        printf("bench %d columns times %d Q4_1 matrices %dx%d: %.1f G products/s on one thread, %.1f on two\n",
-               columns, matrices, rows, k, rate[0], rate[1]);
     }
+    agent_q4_1_choose_dot(0);
     ggml_free(ctx);
 }
 

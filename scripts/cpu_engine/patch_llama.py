@@ -42,12 +42,17 @@ F32_CACHE_IN_FLASH_ATTENTION = (
 # - relaxed SIMD's 8-bit dot product where the build has it (-mrelaxed-simd, the engine's
 #   relaxed build). The weights are nibbles, 0..15, which fit the instruction's 7-bit operand,
 #   so its result is defined on every engine (no pair sum of 2 * 128 * 15 saturates 16 bits).
-#   We use its 16-bit form (x86: one pmaddubsw per 16 products) and widen to 32 bits once per
-#   block, where the 32-bit form would widen each half (pmaddubsw + pmaddwd + paddd, without
-#   AVX-VNNI): two rows' 16-bit sums are added in pairs (at most 15,360) and widened together,
-#   so four rows take two widenings. Prefill +20-25% in Chromium, and the integers are the same.
-#   SIMD128 alone widens both sides to 16 bits first: eight extensions and four dot products
-#   per 32 values, against two instructions.
+#   It comes in two forms, and which is faster depends on the CPU, so the engine picks one when
+#   it loads a model (agent_q4_1_choose_dot, from how this engine lowers the instruction):
+#   - on x86 without AVX-VNNI the 32-bit form is pmaddubsw + pmaddwd + paddd per 16 products;
+#     there the 16-bit form (one pmaddubsw) is summed in 16 bits, two rows' sums added in pairs
+#     (at most 15,360) and widened together, so four rows take two widenings: prefill +24% in
+#     Chromium (an AMD EPYC; an Intel Xeon with V8's AVX-VNNI turned off alike);
+#   - with AVX-VNNI (or ARM's dot product) the 32-bit form is one instruction that accumulates,
+#     and the 16-bit form is 13% slower (an Intel Xeon).
+#   The integers are the same either way, so are the floats. SIMD128 alone widens both sides to
+#   16 bits first: eight extensions and four dot products per 32 values, against two
+#   instructions.
 # - each block's integer dot product is summed to one exact integer before it is scaled, where
 #   ggml's kernel scales and adds up each of four partial sums in float on its own. The float
 #   operations are then the same whichever lanes the partial sums were in: the relaxed and SIMD128
@@ -84,17 +89,29 @@ static inline void agent_q8_1_parts(const int8_t * qs, v128_t * y) {
     y[0] = wasm_v128_load(qs);
     y[1] = wasm_v128_load(qs + 16);
 }
+// The form of the dot product the kernels use (see patch_llama.py): 1 the 16-bit one, 0 the
+// 32-bit one. Set by agent_q4_1_choose_dot before any product, read by every thread after.
+static int agent_q_dot_i16 = 0;
 // A block's 32 products summed into eight i16 lanes (pmaddubsw on x86): each lane at most
 // 2 * 2 * 15 * 128 = 7,680 in size, so two lanes still add up within i16.
 static inline v128_t agent_q_dot16(const v128_t * x, const v128_t * y) {
     return wasm_i16x8_add(wasm_i16x8_relaxed_dot_i8x16_i7x16(y[0], x[0]), wasm_i16x8_relaxed_dot_i8x16_i7x16(y[1], x[1]));
 }
-static inline v128_t agent_q_dot(const v128_t * x, const v128_t * y) {
-    return wasm_i32x4_extadd_pairwise_i16x8(agent_q_dot16(x, y));
+// A block's 32 products summed into four i32 lanes: one instruction each half with AVX-VNNI.
+static inline v128_t agent_q_dot32(const v128_t * x, const v128_t * y) {
+    return wasm_i32x4_relaxed_dot_i8x16_i7x16_add(y[1], x[1],
+        wasm_i32x4_relaxed_dot_i8x16_i7x16_add(y[0], x[0], wasm_i32x4_splat(0)));
 }
-// Four rows' block sums in lanes 0-3. Two rows' i16 lanes are added in pairs before widening, so
-// two widenings serve four rows.
-static inline v128_t agent_q_dots4(const v128_t x[4][AGENT_Q_PARTS], const v128_t * y) {
+static inline __attribute__((always_inline)) v128_t agent_q_dot(const int dot16, const v128_t * x, const v128_t * y) {
+    return dot16 ? wasm_i32x4_extadd_pairwise_i16x8(agent_q_dot16(x, y)) : agent_q_dot32(x, y);
+}
+static inline v128_t agent_i32x4_sums4(v128_t a, v128_t b, v128_t c, v128_t d);
+// Four rows' block sums in lanes 0-3. In the 16-bit form two rows' i16 lanes are added in pairs
+// before widening, so two widenings serve four rows.
+static inline __attribute__((always_inline)) v128_t agent_q_dots4(const int dot16, const v128_t x[4][AGENT_Q_PARTS], const v128_t * y) {
+    if (!dot16) {
+        return agent_i32x4_sums4(agent_q_dot32(x[0], y), agent_q_dot32(x[1], y), agent_q_dot32(x[2], y), agent_q_dot32(x[3], y));
+    }
     const v128_t p0 = agent_q_dot16(x[0], y), p1 = agent_q_dot16(x[1], y);
     const v128_t p2 = agent_q_dot16(x[2], y), p3 = agent_q_dot16(x[3], y);
     // i32 lanes as i16 pairs: rows 0 and 1 interleaved (0, 1, 0, 1), then rows 2 and 3.
@@ -123,7 +140,9 @@ static inline void agent_q8_1_parts(const int8_t * qs, v128_t * y) {
     y[2] = wasm_i16x8_extend_low_i8x16(hi);
     y[3] = wasm_i16x8_extend_high_i8x16(hi);
 }
-static inline v128_t agent_q_dot(const v128_t * x, const v128_t * y) {
+static const int agent_q_dot_i16 = 0;  // one form only
+static inline __attribute__((always_inline)) v128_t agent_q_dot(const int dot16, const v128_t * x, const v128_t * y) {
+    (void) dot16;
     return wasm_i32x4_add(
         wasm_i32x4_add(wasm_i32x4_dot_i16x8(x[0], y[0]), wasm_i32x4_dot_i16x8(x[1], y[1])),
         wasm_i32x4_add(wasm_i32x4_dot_i16x8(x[2], y[2]), wasm_i32x4_dot_i16x8(x[3], y[3])));
@@ -136,28 +155,54 @@ static inline v128_t agent_i32x4_sums4(v128_t a, v128_t b, v128_t c, v128_t d) {
     return wasm_i32x4_add(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
 }
 #if !defined(__wasm_relaxed_simd__)
-static inline v128_t agent_q_dots4(const v128_t x[4][AGENT_Q_PARTS], const v128_t * y) {
-    return agent_i32x4_sums4(agent_q_dot(x[0], y), agent_q_dot(x[1], y), agent_q_dot(x[2], y), agent_q_dot(x[3], y));
+static inline __attribute__((always_inline)) v128_t agent_q_dots4(const int dot16, const v128_t x[4][AGENT_Q_PARTS], const v128_t * y) {
+    return agent_i32x4_sums4(agent_q_dot(dot16, x[0], y), agent_q_dot(dot16, x[1], y), agent_q_dot(dot16, x[2], y), agent_q_dot(dot16, x[3], y));
 }
 #endif
+
+// agent_py: picks the dot product's form (form 1: 16-bit, 0: 32-bit, -1: the faster one for
+// this engine) and returns the form in use: "i16", "i32", or "simd128" (a build without relaxed
+// SIMD has one form). Call it before any product, not during one. The faster form is told by
+// lowering: x86 without AVX-VNNI lowers the 32-bit form through pmaddubsw, whose 16-bit pair sums
+// saturate, so 127 times 255 (an operand outside 7 bits, undefined for the kernels' use) gives
+// 2 * 32,767 per lane there; AVX-VNNI gives 4 * 127 * 255, and engines that read the operand as
+// signed -4 * 127.
+const char * agent_q4_1_choose_dot(int form) {
+#if defined(__wasm_relaxed_simd__)
+    if (form < 0) {
+        volatile int8_t a = 127, b = -1;  // volatile: computed by the engine, not the compiler
+        const v128_t dot = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(wasm_i8x16_splat(a), wasm_i8x16_splat(b), wasm_i32x4_splat(0));
+        form = wasm_i32x4_extract_lane(dot, 0) == 2 * 32767;
+    }
+    agent_q_dot_i16 = form != 0;
+    return agent_q_dot_i16 ? "i16" : "i32";
+#else
+    (void) form;
+    return "simd128";
+#endif
+}
 static inline float agent_f32x4_sum(v128_t v) {
     return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) +
            wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
 }
 // One Q4_1 row times one Q8_1 column, in the order the comment in patch_llama.py gives.
-static inline float agent_q4_1_q8_1_one(int nb, const block_q4_1 * GGML_RESTRICT x, const block_q8_1 * GGML_RESTRICT y) {
+static inline __attribute__((always_inline)) float agent_q4_1_q8_1_one(const int dot16, int nb, const block_q4_1 * GGML_RESTRICT x, const block_q8_1 * GGML_RESTRICT y) {
     float sum = 0.0f, summs = 0.0f;
     for (int ib = 0; ib < nb; ++ib) {
         v128_t xa[AGENT_Q_PARTS], ya[AGENT_Q_PARTS];
         agent_q4_1_parts(x[ib].qs, xa);
         agent_q8_1_parts(y[ib].qs, ya);
-        const v128_t dots = agent_q_dot(xa, ya);
+        const v128_t dots = agent_q_dot(dot16, xa, ya);
         const int32_t sumi = wasm_i32x4_extract_lane(dots, 0) + wasm_i32x4_extract_lane(dots, 1) +
                              wasm_i32x4_extract_lane(dots, 2) + wasm_i32x4_extract_lane(dots, 3);
         sum += (float) sumi * (GGML_CPU_FP16_TO_FP32(x[ib].d) * GGML_CPU_FP16_TO_FP32(y[ib].d));
         summs += GGML_CPU_FP16_TO_FP32(x[ib].m) * GGML_CPU_FP16_TO_FP32(y[ib].s);
     }
     return sum + summs;
+}
+// agent_q4_1_q8_1_one with the form in use.
+static float agent_q4_1_q8_1_row(int nb, const block_q4_1 * GGML_RESTRICT x, const block_q8_1 * GGML_RESTRICT y) {
+    return agent_q_dot_i16 ? agent_q4_1_q8_1_one(1, nb, x, y) : agent_q4_1_q8_1_one(0, nb, x, y);
 }
 #endif
 
@@ -242,13 +287,13 @@ Q4_1_KERNEL = (
     if (nrc == 2) {
         const block_q4_1 * GGML_RESTRICT x1 = (const block_q4_1 *) ((const uint8_t *) vx + bx);
         const block_q8_1 * GGML_RESTRICT y1 = (const block_q8_1 *) ((const uint8_t *) vy + by);
-        s[0] = agent_q4_1_q8_1_one(nb, x, y);
-        s[1] = agent_q4_1_q8_1_one(nb, x1, y);
-        s[bs] = agent_q4_1_q8_1_one(nb, x, y1);
-        s[bs + 1] = agent_q4_1_q8_1_one(nb, x1, y1);
+        s[0] = agent_q4_1_q8_1_row(nb, x, y);
+        s[1] = agent_q4_1_q8_1_row(nb, x1, y);
+        s[bs] = agent_q4_1_q8_1_row(nb, x, y1);
+        s[bs + 1] = agent_q4_1_q8_1_row(nb, x1, y1);
         return;
     }
-    sumf = agent_q4_1_q8_1_one(nb, x, y);
+    sumf = agent_q4_1_q8_1_row(nb, x, y);
 
     *s = sumf;
 """,
@@ -438,7 +483,7 @@ ROWS_KERNELS = (
 // agent_py (scripts/cpu_engine/patch_llama.py): four Q4_1 weight rows times nc Q8_1 activation
 // columns, each product as agent_q4_1_q8_1_one computes it. A block's four integer sums, one per
 // row, share a vector (agent_i32x4_sums4), so each float operation serves four products.
-static inline __attribute__((always_inline)) void agent_q4_1_q8_1_rows4_cols(const int nc, int nb, float * GGML_RESTRICT s, size_t bs, const block_q4_1 * GGML_RESTRICT const * x, const block_q8_1 * GGML_RESTRICT const * y) {
+static inline __attribute__((always_inline)) void agent_q4_1_q8_1_rows4_cols(const int dot16, const int nc, int nb, float * GGML_RESTRICT s, size_t bs, const block_q4_1 * GGML_RESTRICT const * x, const block_q8_1 * GGML_RESTRICT const * y) {
     v128_t sum[8], summs[8];
     for (int c = 0; c < nc; ++c) sum[c] = summs[c] = wasm_f32x4_splat(0.0f);
     for (int ib = 0; ib < nb; ++ib) {
@@ -451,7 +496,7 @@ static inline __attribute__((always_inline)) void agent_q4_1_q8_1_rows4_cols(con
         for (int c = 0; c < nc; ++c) {
             v128_t ya[AGENT_Q_PARTS];
             agent_q8_1_parts(y[c][ib].qs, ya);
-            const v128_t sumi = agent_q_dots4(xa, ya);
+            const v128_t sumi = agent_q_dots4(dot16, xa, ya);
             const v128_t d = wasm_f32x4_mul(dx, wasm_f32x4_splat(GGML_CPU_FP16_TO_FP32(y[c][ib].d)));
             sum[c] = wasm_f32x4_add(sum[c], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(sumi), d));
             summs[c] = wasm_f32x4_add(summs[c], wasm_f32x4_mul(mx, wasm_f32x4_splat(GGML_CPU_FP16_TO_FP32(y[c][ib].s))));
@@ -469,15 +514,23 @@ void agent_vec_dot_q4_1_q8_1_rows4(int n, float * GGML_RESTRICT s, size_t bs, co
     const block_q8_1 * GGML_RESTRICT y[8];
     for (int r = 0; r < 4; ++r) x[r] = (const block_q4_1 *) ((const uint8_t *) vx + r * bx);
     for (int c = 0; c < nrc; ++c) y[c] = (const block_q8_1 *) ((const uint8_t *) vy + c * by);
-    if (nrc == 8) {
-        agent_q4_1_q8_1_rows4_cols(8, nb, s, bs, x, y);
-    } else if (nrc == 4) {
-        agent_q4_1_q8_1_rows4_cols(4, nb, s, bs, x, y);
-    } else if (nrc == 2) {
-        agent_q4_1_q8_1_rows4_cols(2, nb, s, bs, x, y);
-    } else {
-        agent_q4_1_q8_1_rows4_cols(1, nb, s, bs, x, y);
+    // One copy of the kernel per form and column count, each with its constants folded in.
+#define AGENT_ROWS4_COLS(dot16) \
+    if (nrc == 8) { \
+        agent_q4_1_q8_1_rows4_cols(dot16, 8, nb, s, bs, x, y); \
+    } else if (nrc == 4) { \
+        agent_q4_1_q8_1_rows4_cols(dot16, 4, nb, s, bs, x, y); \
+    } else if (nrc == 2) { \
+        agent_q4_1_q8_1_rows4_cols(dot16, 2, nb, s, bs, x, y); \
+    } else { \
+        agent_q4_1_q8_1_rows4_cols(dot16, 1, nb, s, bs, x, y); \
     }
+    if (agent_q_dot_i16) {
+        AGENT_ROWS4_COLS(1)
+    } else {
+        AGENT_ROWS4_COLS(0)
+    }
+#undef AGENT_ROWS4_COLS
 }
 
 // agent_py: four Q8_0 weight rows times one Q8_0 column, each row as ggml_vec_dot_q8_0_q8_0

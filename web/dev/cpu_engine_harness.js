@@ -39,6 +39,7 @@ const methods = {
       loadedModel: engine.loadedModel,
       threads: engine.threads,
       template: engine.template,
+      dotForm: engine.modelInfo?.dot_form ?? null,
       seconds: (performance.now() - started) / 1000,
     };
   },

@@ -22,6 +22,7 @@ function bindLlamaApi(llama) {
     result: fn("al_result", "number", []),
     lastError: fn("al_last_error", "number", []),
     free: fn("al_free", null, []),
+    dotForm: fn("al_dot_form", "number", ["number"]),
   };
 }
 

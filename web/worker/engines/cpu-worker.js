@@ -3,10 +3,13 @@
 // (web/vendor/llama/) and runs one model: a pthread build on a cross-origin isolated page
 // (threads need SharedArrayBuffer), the one with relaxed SIMD where the browser runs it right,
 // otherwise the build without threads. A `build` parameter in the worker's URL picks one ("relaxed",
-// "threads", "single": the tests and benches use it). web/worker/engines/cpu.js talks to it:
+// "threads", "single": the tests and benches use it), and a `dot` parameter the relaxed build's
+// dot product ("i16" or "i32"; left out, llama.cpp takes the faster for this CPU, and the floats are
+// the same: scripts/cpu_engine/patch_llama.py). web/worker/engines/cpu.js talks to it:
 //   engine -> worker  {id, op, args}
 //     op "load"     args {blob, name, contextWindow, threads, batch}  -> model info, with
-//                   `build`: which build runs, the key of its id in build.json
+//                   `build`: which build runs, the key of its id in build.json, and
+//                   `dot_form`: "i16", "i32" or "simd128"
 //     op "format"   args {messages, template}                        -> prompt text
 //     op "generate" args {prompt, params, batch}                       -> summary (below)
 //     op "abort"    args {target}: the generation with that id ends at its next step
@@ -61,6 +64,12 @@ function chooseBuild() {
   return relaxedDotWorks() ? BUILDS.relaxed : BUILDS.threads;
 }
 const BUILD = chooseBuild();
+const DOT_FORMS = { i32: 0, i16: 1 };
+const DOT = (() => {
+  const asked = new URL(self.location.href).searchParams.get("dot");
+  if (asked && !Object.hasOwn(DOT_FORMS, asked)) throw new Error(`unknown dot product form "${asked}" (i16 or i32)`);
+  return asked ? DOT_FORMS[asked] : -1;
+})();
 let module = null;
 let api = null;
 const aborted = new Set();
@@ -148,6 +157,7 @@ const ops = {
     if (!module.FS.analyzePath(mounted).exists) module.FS.mkdir(mounted);
     module.FS.mount(module.FS.filesystems.WORKERFS, { blobs: [{ name, data: blob }] }, mounted);
     try {
+      check(api.dotForm(DOT), "dot product form");
       check(api.load(`${mounted}/${name}`, contextWindow, threads, batch), "llama.cpp could not load the model");
     } finally {
       module.FS.filesystems.WORKERFS.dropReadAhead();

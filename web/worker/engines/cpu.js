@@ -65,9 +65,11 @@ export class CpuEngine {
   /**
    * @param {{threads?: number, contextWindow: number, seed?: number,
    *          temperature?: number, build?: "relaxed" | "threads" | "single",
+   *          dot?: "i16" | "i32",
    *          onProgress?: (p: {progress: number, text: string}) => void}} options
    * `build` names the engine build to run (cpu-worker.js); left out, the worker picks the
-   * fastest this browser can run.
+   * fastest this browser can run. `dot` names the relaxed build's dot product form (benches);
+   * left out, the faster for this CPU.
    */
   constructor(options = {}) {
     const info = cpuEngineInfo();
@@ -81,6 +83,7 @@ export class CpuEngine {
       temperature: options.temperature,
       onProgress: options.onProgress,
       build: options.build,
+      dot: options.dot,
     };
     this.worker = null;
     this.loadedModel = null;
@@ -340,6 +343,7 @@ export class CpuEngine {
   startWorker() {
     const url = new URL(WORKER_URL);
     if (this.options.build) url.searchParams.set("build", this.options.build);
+    if (this.options.dot) url.searchParams.set("dot", this.options.dot);
     const worker = new Worker(url.href); // classic: emscripten's threads use importScripts
     worker.onmessage = ({ data }) => {
       const waiting = this.calls.get(data.id);
