@@ -24,6 +24,7 @@ import pytest
 
 from agent_py.parsing import parse_plan
 from agent_py.plan import PlanShape, plan_json_schema
+from agent_py.terminal import load_browser_config
 from tests.web.cpu_harness import INSTRUCT_MODEL, MODEL, CPUHarness, open_harness
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -507,3 +508,54 @@ def test_the_build_without_relaxed_simd_answers_the_same(browser: Any, base_url:
             assert harness.errors == []
     assert "Paris" in answers["threads"]
     assert answers["threads"] == answers["relaxed"]
+
+
+def x86_with_avx_vnni() -> bool | None:
+    """Whether this CPU has AVX-VNNI (V8 then lowers relaxed SIMD's 32-bit dot product to one
+    vpdpbusd); None off x86-64 Linux."""
+    if os.uname().machine != "x86_64" or not Path("/proc/cpuinfo").is_file():
+        return None
+    flags = next(
+        (
+            line.split(":", 1)[1].split()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("flags")
+        ),
+        [],
+    )
+    return "avx_vnni" in flags
+
+
+def test_the_relaxed_build_picks_its_dot_product_for_the_cpu_and_both_answer_alike(
+    playwright: Any, browser: Any, base_url: str
+) -> None:
+    """The relaxed build's Q4_1 kernels come in two forms (scripts/cpu_engine/patch_llama.py):
+    the 32-bit dot product where V8 lowers it to one instruction (AVX-VNNI), the 16-bit one
+    where it goes through pmaddubsw. The engine tells which from the instruction's own answer;
+    V8 without AVX-VNNI (--no-enable-avx-vnni, as on a CPU without it) gets the 16-bit form.
+    Forced either way, the greedy answer is the same: the integers are exact."""
+    vnni = x86_with_avx_vnni()
+    answers = {}
+    for dot in ("i16", "i32", None):
+        with open_harness(
+            browser, base_url, seed=7, build="relaxed", **({"dot": dot} if dot else {})
+        ) as harness:
+            loaded = harness.call("model => cpu.reload(model)", INSTRUCT_MODEL)
+            if dot:
+                assert loaded["dotForm"] == dot
+            elif vnni is not None:
+                assert loaded["dotForm"] == ("i32" if vnni else "i16")
+            answers[dot] = harness.capital_of_france()
+            assert harness.errors == []
+    assert "Paris" in answers["i16"]
+    assert answers["i16"] == answers["i32"] == answers[None]
+    if vnni is None:
+        return
+    without_vnni = playwright.chromium.launch(
+        **load_browser_config().launch_options(extra_args=["--js-flags=--no-enable-avx-vnni"])
+    )
+    try:
+        with open_harness(without_vnni, base_url, seed=7, build="relaxed") as harness:
+            assert harness.call("model => cpu.reload(model)", INSTRUCT_MODEL)["dotForm"] == "i16"
+    finally:
+        without_vnni.close()
