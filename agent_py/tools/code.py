@@ -3,9 +3,10 @@ source code, run by an injected runner under a time limit and an output cap."""
 
 from __future__ import annotations
 
+import re
 from typing import Generic, TypeVar
 
-from agent_py.tools.base import JSONSchema, ToolBase
+from agent_py.tools.base import JSONSchema, ToolBase, ToolError
 
 RunnerT = TypeVar("RunnerT")
 
@@ -32,3 +33,24 @@ class CodeTool(ToolBase, Generic[RunnerT]):
         self.run_timeout_s = timeout_s
         self.output_limit = output_limit
         self.timeout_s = timeout_s + self.start_margin_s
+
+
+# Code whose whole work is to give back numbers written into it: `return 42;`, `[3, 8, 15]`,
+# `print(6.75)`. It computes nothing, so its "result" is the model's own guess dressed up as a
+# tool's: refused, with what to do instead, so the step is planned again rather than trusted.
+_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_CONSTANT_CODE = re.compile(
+    rf"""(?:return\s+|(?:console\.log|print)\s*\(\s*)?
+    (?:{_NUMBER}|\[\s*(?:{_NUMBER}(?:\s*,\s*{_NUMBER})*\s*,?)?\s*\])
+    \s*\)?\s*;?""",
+    re.VERBOSE,
+)
+
+
+def refuse_constant_code(code: str, language: str) -> None:
+    """Raises ToolError when ``code`` only gives back numbers written into it."""
+    if _CONSTANT_CODE.fullmatch(code.strip()):
+        raise ToolError(
+            f"the code only gives back numbers written into it, so it computes nothing: write "
+            f"the calculation itself in {language} (with operators, Math or a loop)"
+        )

@@ -110,7 +110,7 @@ async def test_page_session_runs_a_task_and_streams_events_as_json() -> None:
                         "tool_name": "javascript_execute",
                         "tool_intent": "math",
                         "expected_output": "42",
-                        "arguments": {"code": "return 42"},
+                        "arguments": {"code": "return 6 * 7"},
                     }
                 ],
             }

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from agent_py.tools.javascript import JavascriptExecutor
+from agent_py.tools.javascript import JavascriptExecutor, JSRunResult
 from agent_py.tools.node_runner import NodeRunner
 
 runner = NodeRunner()
@@ -110,3 +110,50 @@ async def test_code_that_returns_and_prints_nothing_fails_its_step() -> None:
     tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
     with pytest.raises(ToolError, match="returned nothing and printed nothing"):
         await tool.run({"code": "return "}, ToolContext(model=None))  # type: ignore[arg-type]
+
+
+class CountingRunner:
+    """A runner that counts its calls and runs nothing."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def run(self, code: str, *, timeout_s: float, output_limit: int) -> JSRunResult:
+        self.calls += 1
+        return JSRunResult(value=0)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "return [1234, 5678];",  # the task's numbers handed back: no sum
+        "return 2;",
+        "  17 ",
+        "return -1.5e3",
+        "[3, 8, 15, 4]",
+        "console.log(6.75);",
+        "return [];",
+    ],
+)
+async def test_code_that_only_gives_back_numbers_written_into_it_is_refused(code: str) -> None:
+    from agent_py.tools.base import ToolContext, ToolError
+
+    runner = CountingRunner()
+    tool = JavascriptExecutor(runner, timeout_s=5)
+    refused = "computes nothing: write the calculation itself in JavaScript"
+    with pytest.raises(ToolError, match=refused):
+        await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert runner.calls == 0
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["return 6 * 7;", "return Math.max(17, 56);", "return 'hello';", "return [1, 2].length;", "-x"],
+)
+async def test_code_that_computes_or_returns_text_runs(code: str) -> None:
+    from agent_py.tools.base import ToolContext
+
+    runner = CountingRunner()
+    tool = JavascriptExecutor(runner, timeout_s=5)
+    await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert runner.calls == 1

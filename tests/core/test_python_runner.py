@@ -148,3 +148,13 @@ async def test_a_huge_allocation_fails_cleanly() -> None:
     assert result.timed_out is False
     assert result.error is not None
     assert "MemoryError" in result.error or "ended abnormally" in result.error
+
+
+@pytest.mark.parametrize("code", ["6.75", "print(9)", "[4, 8, 15]"])
+async def test_code_that_only_gives_back_numbers_written_into_it_is_refused(code: str) -> None:
+    with pytest.raises(ToolError, match="computes nothing: write the calculation itself in Python"):
+        await run_tool(code)
+
+
+async def test_code_that_computes_a_number_runs() -> None:
+    assert (await run_tool("(4 + 8 + 15) / 3")).data == 9

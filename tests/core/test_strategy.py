@@ -99,8 +99,8 @@ async def test_without_the_switches_every_task_gets_a_rethink_and_the_answer_a_c
 async def test_answer_from_a_single_step_needs_that_step_to_be_the_whole_last_task() -> None:
     two_steps = plan_reply(
         [
-            input_step("s1", "javascript_execute", "return 1;"),
-            input_step("s2", "javascript_execute", "return 2;"),
+            input_step("s1", "javascript_execute", "return 2 - 1;"),
+            input_step("s2", "javascript_execute", "return 1 + 1;"),
         ]
     )
     llm = ScriptedLLM.replaying({"plan": two_steps, "answer": "1 and 2"})
@@ -153,7 +153,7 @@ def test_merging_keeps_steps_that_differ_and_is_off_in_the_full_profile() -> Non
 
 async def test_worked_examples_come_before_the_task_as_earlier_turns() -> None:
     llm = ScriptedLLM.replaying(
-        {"plan": plan_reply([input_step("s1", "javascript_execute", "return 1;")])}
+        {"plan": plan_reply([input_step("s1", "javascript_execute", "return 2 - 1;")])}
     )
     agent, _ = make_agent(llm, config=SMALL_CONFIG)
 
@@ -216,7 +216,7 @@ def test_the_profile_is_chosen_in_python_per_engine_and_model() -> None:
 
 async def test_sampling_of_the_profile_reaches_every_call() -> None:
     llm = ScriptedLLM.replaying(
-        {"plan": plan_reply([input_step("s1", "javascript_execute", "return 1;")])}
+        {"plan": plan_reply([input_step("s1", "javascript_execute", "return 2 - 1;")])}
     )
     sampling = Sampling(temperature=0.0, dry_multiplier=0.8)
     config = SMALL_CONFIG.model_copy(update={"sampling": sampling})
@@ -266,7 +266,7 @@ async def test_a_failed_step_gets_one_corrected_plan_under_the_plan_grammar() ->
 
     def plan(messages: list[Message], call: CallInfo) -> str:
         seen.append(messages[-1]["content"])
-        code = "return 2;" if len(seen) == 1 else "return 2 ** 10;"
+        code = "return 2 ** 1;" if len(seen) == 1 else "return 2 ** 10;"
         return plan_reply([input_step("s1", "javascript_execute", code)])
 
     llm = ScriptedLLM(plan)
@@ -275,7 +275,7 @@ async def test_a_failed_step_gets_one_corrected_plan_under_the_plan_grammar() ->
 
     result = await agent.task("two to the tenth")
 
-    assert result.state is AgentState.COMPLETED  # "return 2;" succeeded: no retry
+    assert result.state is AgentState.COMPLETED  # "return 2 ** 1;" succeeded: no retry
     assert len(seen) == 1
 
     seen.clear()
@@ -384,3 +384,36 @@ def test_a_reply_without_a_fence_is_taken_whole() -> None:
 
     assert fenced_block("return 6 * 7;") == "return 6 * 7;"
     assert fenced_block("```js\nreturn 1;") == "return 1;"  # cut before the closing fence
+
+
+@pytest.mark.parametrize(
+    ("codes", "answer"),
+    [
+        (["return [1234, 5678];", "return 1234 + 5678;"], "6912"),
+        (["return [1234, 5678];", "return [5678, 1234];"], None),
+    ],
+)
+async def test_code_that_hands_back_the_tasks_numbers_is_planned_again_never_an_answer(
+    codes: list[str], answer: str | None
+) -> None:
+    """A small model's typical wrong step, `return [1234, 5678];` for a sum, is refused: the
+    corrected plan hears why; a run whose code never computes ends failed, not with the list."""
+    strategy = SMALL.strategy.model_copy(update={"replan_after_failure": True})
+    seen: list[str] = []
+
+    def plan(messages: list[Message], call: CallInfo) -> str:
+        seen.append(messages[-1]["content"])
+        return plan_reply([input_step("s1", "javascript_execute", codes[len(seen) - 1])])
+
+    config = SMALL_CONFIG.model_copy(update={"strategy": strategy})
+    agent, _ = make_agent(ScriptedLLM(plan), config=config)
+
+    result = await agent.task("Use JavaScript to add 1234 and 5678.")
+
+    assert "computes nothing" in seen[1]
+    if answer:
+        assert result.state is AgentState.COMPLETED and result.answer == answer
+    else:
+        assert result.state is AgentState.FAILED
+        assert result.error and "computes nothing" in result.error
+        assert "1234" not in (result.answer or "")
