@@ -10,6 +10,17 @@ from agent_py.tools.base import JSONSchema, ToolBase, ToolError
 
 RunnerT = TypeVar("RunnerT")
 
+# Code whose whole work is to give back numbers written into it: `return 42;`, `[3, 8, 15]`,
+# `print(6.75)`. It computes nothing, so its "result" is the model's own guess dressed up as a
+# tool's: refused, with what to do instead, so the step is planned again rather than trusted.
+_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_CONSTANT_CODE = re.compile(
+    rf"""(?:return\s+|(?:console\.log|print)\s*\(\s*)?
+    (?:{_NUMBER}|\[\s*(?:{_NUMBER}(?:\s*,\s*{_NUMBER})*\s*,?)?\s*\])
+    \s*\)?\s*;?""",
+    re.VERBOSE,
+)
+
 
 def code_input_schema(description: str) -> JSONSchema:
     """The input of a code tool: ``code``, a non-empty string."""
@@ -34,23 +45,11 @@ class CodeTool(ToolBase, Generic[RunnerT]):
         self.output_limit = output_limit
         self.timeout_s = timeout_s + self.start_margin_s
 
-
-# Code whose whole work is to give back numbers written into it: `return 42;`, `[3, 8, 15]`,
-# `print(6.75)`. It computes nothing, so its "result" is the model's own guess dressed up as a
-# tool's: refused, with what to do instead, so the step is planned again rather than trusted.
-_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
-_CONSTANT_CODE = re.compile(
-    rf"""(?:return\s+|(?:console\.log|print)\s*\(\s*)?
-    (?:{_NUMBER}|\[\s*(?:{_NUMBER}(?:\s*,\s*{_NUMBER})*\s*,?)?\s*\])
-    \s*\)?\s*;?""",
-    re.VERBOSE,
-)
-
-
-def refuse_constant_code(code: str, language: str) -> None:
-    """Raises ToolError when ``code`` only gives back numbers written into it."""
-    if _CONSTANT_CODE.fullmatch(code.strip()):
-        raise ToolError(
-            f"the code only gives back numbers written into it, so it computes nothing: write "
-            f"the calculation itself in {language} (with operators, Math or a loop)"
-        )
+    def refuse_constant_code(self, code: str) -> None:
+        """Raises ToolError when ``code`` only gives back numbers written into it."""
+        if _CONSTANT_CODE.fullmatch(code.strip()):
+            raise ToolError(
+                "the code only gives back numbers written into it, so it computes nothing: "
+                f"write the calculation itself in {self.code_language} (with operators, Math "
+                "or a loop)"
+            )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent_py.tools.base import ToolContext, ToolError, ToolResult
-from agent_py.tools.code import CodeTool, code_input_schema, refuse_constant_code
+from agent_py.tools.code import CodeTool, code_input_schema
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_OUTPUT_LIMIT = 20_000
@@ -54,9 +54,10 @@ class JavascriptExecutor(CodeTool[JSRunner]):
         super().__init__(runner, timeout_s=timeout_s, output_limit=output_limit)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        refuse_constant_code(str(arguments["code"]), self.code_language)
+        code = str(arguments["code"])
+        self.refuse_constant_code(code)
         result = await self.runner.run(
-            console_semantics(str(arguments["code"])),
+            console_semantics(code),
             timeout_s=self.run_timeout_s,
             output_limit=self.output_limit,
         )

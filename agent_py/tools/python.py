@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent_py.tools.base import ToolContext, ToolError, ToolResult
-from agent_py.tools.code import CodeTool, code_input_schema, refuse_constant_code
+from agent_py.tools.code import CodeTool, code_input_schema
 from agent_py.tools.python_driver import source
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -91,7 +91,7 @@ class PythonExecutor(CodeTool[PyRunner]):
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         code = str(arguments["code"])
-        refuse_constant_code(code, self.code_language)
+        self.refuse_constant_code(code)
         result = await self.runner.run(
             program_for(code, self.output_limit),
             timeout_s=self.run_timeout_s,
