@@ -505,6 +505,20 @@ static inline __attribute__((always_inline)) void agent_q4_1_q8_1_rows4_cols(con
     for (int c = 0; c < nc; ++c) wasm_v128_store(s + c * bs, wasm_f32x4_add(sum[c], summs[c]));
 }
 
+// One copy of the kernel per column count, each with its constants folded in (and, called with a
+// constant dot16, per form).
+static inline __attribute__((always_inline)) void agent_q4_1_q8_1_rows4_ncols(const int dot16, int nrc, int nb, float * GGML_RESTRICT s, size_t bs, const block_q4_1 * GGML_RESTRICT const * x, const block_q8_1 * GGML_RESTRICT const * y) {
+    if (nrc == 8) {
+        agent_q4_1_q8_1_rows4_cols(dot16, 8, nb, s, bs, x, y);
+    } else if (nrc == 4) {
+        agent_q4_1_q8_1_rows4_cols(dot16, 4, nb, s, bs, x, y);
+    } else if (nrc == 2) {
+        agent_q4_1_q8_1_rows4_cols(dot16, 2, nb, s, bs, x, y);
+    } else {
+        agent_q4_1_q8_1_rows4_cols(dot16, 1, nb, s, bs, x, y);
+    }
+}
+
 // agent_py: four Q4_1 weight rows times one, two, four or eight Q8_1 columns (nrc): one column
 // is a token's decode, more a prompt's.
 void agent_vec_dot_q4_1_q8_1_rows4(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc) {
@@ -514,23 +528,11 @@ void agent_vec_dot_q4_1_q8_1_rows4(int n, float * GGML_RESTRICT s, size_t bs, co
     const block_q8_1 * GGML_RESTRICT y[8];
     for (int r = 0; r < 4; ++r) x[r] = (const block_q4_1 *) ((const uint8_t *) vx + r * bx);
     for (int c = 0; c < nrc; ++c) y[c] = (const block_q8_1 *) ((const uint8_t *) vy + c * by);
-    // One copy of the kernel per form and column count, each with its constants folded in.
-#define AGENT_ROWS4_COLS(dot16) \
-    if (nrc == 8) { \
-        agent_q4_1_q8_1_rows4_cols(dot16, 8, nb, s, bs, x, y); \
-    } else if (nrc == 4) { \
-        agent_q4_1_q8_1_rows4_cols(dot16, 4, nb, s, bs, x, y); \
-    } else if (nrc == 2) { \
-        agent_q4_1_q8_1_rows4_cols(dot16, 2, nb, s, bs, x, y); \
-    } else { \
-        agent_q4_1_q8_1_rows4_cols(dot16, 1, nb, s, bs, x, y); \
-    }
     if (agent_q_dot_i16) {
-        AGENT_ROWS4_COLS(1)
+        agent_q4_1_q8_1_rows4_ncols(1, nrc, nb, s, bs, x, y);
     } else {
-        AGENT_ROWS4_COLS(0)
+        agent_q4_1_q8_1_rows4_ncols(0, nrc, nb, s, bs, x, y);
     }
-#undef AGENT_ROWS4_COLS
 }
 
 // agent_py: four Q8_0 weight rows times one Q8_0 column, each row as ggml_vec_dot_q8_0_q8_0
