@@ -6,6 +6,7 @@ thread count.
     python scripts/bench_cpu_engine.py [--models ID,...] [--threads 1,2] [--repeat 3]
                                        [--no-plan] [--no-native] [--build relaxed|threads]
                                        [--prompt-times N] [--dot i16|i32] [--browser-arg FLAG]
+                                       [--native-without-amx]
 
 For each bundled model present in web/models and each thread count, in a fresh browser
 context of web/dev/cpu_engine_harness.html served with COOP/COEP: the first load (download
@@ -19,6 +20,11 @@ into .artifacts/bench-native/, never into the project's environment; the same co
 node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1`: 13 s, 80 MB), driven by
 scripts/bench_native_llama.mjs, one run after each engine run (so both see the same load from
 other processes). The table at the end gives engine / native per model and thread count.
+Native llama.cpp loads the best of its builds for this CPU, which on an Intel Xeon with AMX (a
+matrix unit WebAssembly has nothing like) is the AMX one; --native-without-amx runs a copy of
+the package without that build (.artifacts/bench-native-no-amx/), so ggml takes the next best
+(AVX-512 with VNNI there): the same CPU's native speed without AMX, for the ratio on CPUs that
+have none (most desktops and laptops, AMD's).
 
 The engine's line names the dot product form its Q4_1 kernels use (the relaxed build picks the
 faster for the CPU: `--dot` forces one, and on an x86 CPU with AVX-VNNI
@@ -56,6 +62,9 @@ NATIVE_SCRIPT = ROOT / "scripts" / "bench_native_llama.mjs"
 # Pinned: node-llama-cpp and its prebuilt llama.cpp for x86-64 Linux (CPU only, no CUDA or
 # Vulkan packages: --omit=optional keeps npm from pulling those in).
 NATIVE_PACKAGES = ["node-llama-cpp@3.22.1", "@node-llama-cpp/linux-x64@3.22.1"]
+# The pinned package's ggml CPU builds that use AMX (ggml loads the best one the CPU runs).
+NATIVE_AMX_BUILDS = ("libggml-cpu-sapphirerapids.so",)
+NATIVE_NO_AMX_DIR = ROOT / ".artifacts" / "bench-native-no-amx"
 
 # The prompt as the engine's chat template renders it for one user message
 # (web/worker/engines/cpu.js, chatTemplateFor), so native llama.cpp prefills the same text.
@@ -266,6 +275,27 @@ def native_runner() -> Path | None:
     return modules
 
 
+def without_amx(modules: Path) -> Path:
+    """node_modules as native_runner's, less the CPU builds that use AMX (a copy, made once)."""
+    copy = NATIVE_NO_AMX_DIR / "node_modules"
+    stamp = NATIVE_NO_AMX_DIR / "made-from"
+    wanted = " ".join(NATIVE_PACKAGES + list(NATIVE_AMX_BUILDS))
+    if stamp.is_file() and stamp.read_text() == wanted:
+        return copy
+    shutil.rmtree(NATIVE_NO_AMX_DIR, ignore_errors=True)
+    shutil.copytree(modules, copy, symlinks=True)
+    removed = [path for path in copy.rglob("libggml-cpu-*.so") if path.name in NATIVE_AMX_BUILDS]
+    if not removed:
+        raise SystemExit(
+            f"--native-without-amx: no {', '.join(NATIVE_AMX_BUILDS)} in {copy}: "
+            "update NATIVE_AMX_BUILDS for this node-llama-cpp"
+        )
+    for path in removed:
+        path.unlink()
+    stamp.write_text(wanted)
+    return copy
+
+
 class NativeLlama:
     """One model in native llama.cpp (scripts/bench_native_llama.mjs), run on request."""
 
@@ -301,8 +331,9 @@ class NativeLlama:
         self.process.wait(timeout=60)
 
 
-def print_ratios(rows: list[dict]) -> None:
-    print("\nCPU engine vs native llama.cpp, tok/s: median [best] of runs taken in turns;")
+def print_ratios(rows: list[dict], native_without_amx: bool = False) -> None:
+    native = "native llama.cpp without its AMX build" if native_without_amx else "native llama.cpp"
+    print(f"\nCPU engine vs {native}, tok/s: median [best] of runs taken in turns;")
     print("ratio = median of the paired engine / native ratios")
     print(f"{'model':<28} {'threads':>7}  {'phase':<8} {'engine':>13} {'native':>13} {'ratio':>6}")
     for row in rows:
@@ -321,6 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-plan", action="store_true", help="skip the constrained plan")
     parser.add_argument("--no-native", action="store_true", help="skip native llama.cpp")
     parser.add_argument("--no-engine", action="store_true", help="skip the engine rows")
+    parser.add_argument(
+        "--native-without-amx",
+        action="store_true",
+        help="native llama.cpp without its AMX build (the next best for this CPU), as on CPUs "
+        "without AMX",
+    )
     parser.add_argument(
         "--build",
         choices=["relaxed", "threads", "single"],
@@ -365,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"engine build: {args.build or 'the browser picks (relaxed SIMD in Chromium)'}")
 
     modules = None if args.no_native or args.no_engine else native_runner()
+    if modules and args.native_without_amx:
+        modules = without_amx(modules)
     rows: list[dict] = []
     browser_config = load_browser_config()
     from playwright.sync_api import sync_playwright
@@ -404,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.shutdown()
         server.server_close()
-    print_ratios(rows)
+    print_ratios(rows, args.native_without_amx)
     print(f"load average: {load_average()} on {os.cpu_count()} CPUs")
     return 0
 
@@ -419,6 +458,12 @@ def native_for(modules: Path | None, model: str, prompt_times: int = 1) -> Nativ
         return None
     info = native.info
     print(f"native llama.cpp {info['llama_cpp']['release']} ({info['build']}): {info['system']}")
+    if modules.parent == NATIVE_NO_AMX_DIR and "AMX" in info["system"]:
+        native.close()
+        raise SystemExit(
+            "--native-without-amx: native llama.cpp still runs an AMX build: "
+            "update NATIVE_AMX_BUILDS for this node-llama-cpp"
+        )
     return native
 
 
