@@ -176,6 +176,23 @@ def test_examples_name_only_tools_that_exist() -> None:
     assert "the values of text (string), times (integer), in words" in prompt
 
 
+@pytest.mark.parametrize("shape", [SMALL.plan_shape, PlanShape()], ids=["small", "full"])
+async def test_every_worked_example_runs_through_the_real_tools(shape: PlanShape) -> None:
+    """The examples teach by being copied: each one's plan, replayed, completes with every
+    step run (none refused by the code tools' own checks, none failing in Node)."""
+    turns = plan_example_turns(ToolRegistry(default_tools()), shape)
+    assert len(turns) >= 8
+    for task_turn, plan_turn in zip(turns[::2], turns[1::2], strict=True):
+        llm = ScriptedLLM.replaying({"plan": plan_turn["content"], "generate": "Some text."})
+        agent, sink = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"plan_shape": shape}))
+
+        result = await agent.task(task_turn["content"])
+
+        assert result.state is AgentState.COMPLETED, (plan_turn["content"], result.error)
+        assert all(step.ok for step in result.steps), plan_turn["content"]
+        assert not of_type(sink.events, "step_failed")
+
+
 def test_examples_follow_the_plan_shape() -> None:
     tools = ToolRegistry(default_tools())
     full_turns = plan_example_turns(tools, PlanShape())
