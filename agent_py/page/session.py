@@ -124,6 +124,11 @@ class PageSession:
     def server_statuses(self) -> str:
         return self.servers.statuses()
 
+    def mcp_tools_key(self) -> str:
+        """The MCP tools as the planner's prompt lists them (names and descriptions), as one
+        string: when it changes, the prefilled prompt is out of date."""
+        return json.dumps([[tool.name, tool.description] for tool in self.servers.tools()])
+
     # Runs.
 
     def use_session(self, events_json: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,3 +163,32 @@ def test_an_agent_run_calls_an_mcp_tool_through_the_bridge(
         assert errors == []
     finally:
         context.close()
+
+
+def test_a_server_added_after_ready_is_in_the_prompt_prefilled_for_the_next_task(
+    page: Any, page_url: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The planner's prompt lists the tools: a server connected while the user types gets the
+    prompt prefilled again, so the next task computes only its own words."""
+    open_app(page, page_url("index.html?engine=scripted"))
+    page.wait_for_function("window.agentApp.prepared !== undefined")
+    builtins_only = page.evaluate("window.agentApp.prepared")
+    page.evaluate("window.agentApp.prepared = undefined")
+
+    with start_sdk_server(tmp_path_factory.mktemp("cors"), cors=True) as cors_url:
+        add_server(page, "open", cors_url)
+        server_item(page, "open", "connected")
+        page.wait_for_function("window.agentApp.prepared !== undefined")
+        with_server = page.evaluate("window.agentApp.prepared")
+        assert with_server["prefilled"] is True
+        assert with_server["prompt_tokens"] > builtins_only["prompt_tokens"] + 100
+
+        run_add(page, "open__add")
+
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Export session What is 2 + 3? Use the server.").click()
+    lines = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
+    events = [json.loads(line) for line in lines]
+    [plan_call] = [e for e in events if e["type"] == "assistant" and e["meta"]["purpose"] == "plan"]
+    # All of the prompt but the task's own words came from the cache: the servers' tools too.
+    assert plan_call["meta"]["usage"]["cached_prompt_tokens"] >= 0.9 * with_server["prompt_tokens"]

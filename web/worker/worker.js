@@ -86,14 +86,23 @@ async function handleMcpMessage(message) {
       if (page) await page.forget_sign_in(message.name);
       return true;
     case ToWorker.MCP_SERVERS:
-      if (page) await page.configure_servers(JSON.stringify(message.servers || []));
+      if (page) await preparedAfter(() => page.configure_servers(JSON.stringify(message.servers || [])));
       return true;
     case ToWorker.MCP_RECONNECT:
-      if (page) await page.reconnect_server(message.name);
+      if (page) await preparedAfter(() => page.reconnect_server(message.name));
       return true;
     default:
       return false;
   }
+}
+
+// The planner's prompt lists the tools: when a server's tools came or went, prefill it again
+// while the user types, so the next task does not compute it (llama.cpp keeps the unchanged
+// start of the cache). Before the engine is made, the boot's own preparation comes after.
+async function preparedAfter(change) {
+  const before = page.mcp_tools_key();
+  await change();
+  if (engineInfo && !running && page.mcp_tools_key() !== before) prepareModel();
 }
 // --- end of MCP servers ------------------------------------------------------------------------
 
