@@ -83,7 +83,7 @@ async function handleMcpMessage(message) {
       page?.set_auth_records(JSON.stringify(message.records || {}));
       return true;
     case ToWorker.MCP_FORGET:
-      if (page) await page.forget_sign_in(message.name);
+      if (page) await preparedAfter(() => page.forget_sign_in(message.name));
       return true;
     case ToWorker.MCP_SERVERS:
       if (page) await preparedAfter(() => page.configure_servers(JSON.stringify(message.servers || [])));
@@ -96,9 +96,10 @@ async function handleMcpMessage(message) {
   }
 }
 
-// The planner's prompt lists the tools: when a server's tools came or went, prefill it again
-// while the user types, so the next task does not compute it (llama.cpp keeps the unchanged
-// start of the cache). Before the engine is made, the boot's own preparation comes after.
+// The planner's prompt lists the tools: when a server's tools came or went (a server added,
+// removed, reconnected or signed out), prefill it again while the user types, so the next task
+// does not compute it (llama.cpp keeps the unchanged start of the cache). Before the engine is
+// made, the boot's own preparation comes after.
 async function preparedAfter(change) {
   const before = page.mcp_tools_key();
   await change();
