@@ -37,6 +37,23 @@ F32_CACHE_IN_FLASH_ATTENTION = (
 """,
 )
 
+# A prompt's tokens take one flash attention path, whatever batch they come in. ggml takes its
+# tiled path for batches of 64 tokens or more and a row-by-row one below that; the two add up in
+# other orders, so a token's floats (and the KV cache after it) depended on how its prompt was
+# cut into batches: the planner's prefix prefilled while the user types, then the task's words
+# alone, answered otherwise than the same prompt in one go, and greedy SmolLM2 flipped between
+# right and wrong answers on that (the same task passed in one suite run and failed in another).
+# The tiled path now takes every batch of two tokens or more: a row's floats there do not depend
+# on the other rows (native llama.cpp with this change gives bit-identical logits for an 807-token
+# prompt in batches of 512, 400+407, 400+399+8, 400+400+4+3, 128, 100, 64, 17 or 7; before it,
+# five different sets). One-token batches (decoding) keep ggml's paths, which read the cache
+# without copying it into tiles.
+FLASH_ATTENTION_ONE_PROMPT_PATH = (
+    "ggml/src/ggml-cpu/ops.cpp",
+    "                                neq1 >= Q_TILE_SZ);",
+    "                                neq1 >= 2); // agent_py (scripts/cpu_engine/patch_llama.py): every prompt batch",
+)
+
 # Q4_1 weights times Q8_1 activations: SmolLM2's matrix products, most of prefill and decode in a
 # profile of the wasm build (`node --cpu-prof`). Our kernels replace ggml's wasm one:
 # - relaxed SIMD's 8-bit dot product where the build has it (-mrelaxed-simd, the engine's
@@ -654,6 +671,7 @@ MUL_MAT_ODD_COLUMNS_CHUNK = (
 
 CHANGES = [
     F32_CACHE_IN_FLASH_ATTENTION,
+    FLASH_ATTENTION_ONE_PROMPT_PATH,
     Q4_1_KERNEL_TRAITS,
     Q4_1_KERNEL_HELPERS,
     Q4_1_KERNEL,

@@ -526,6 +526,37 @@ def x86_with_avx_vnni() -> bool | None:
     return "avx_vnni" in flags
 
 
+def test_a_prompts_greedy_answer_does_not_depend_on_how_it_is_cut_into_batches(
+    browser: Any, base_url: str
+) -> None:
+    """llama.cpp computes a prompt in batches: the page's 256 tokens, or what a prefilled prefix
+    leaves for the task's words. Flash attention used to take another path for batches under
+    64 tokens, with other floats, so the same prompt could answer otherwise (here, in batches
+    of 100 the last 7 tokens went that way). Every prompt batch takes one path now
+    (FLASH_ATTENTION_ONE_PROMPT_PATH in scripts/cpu_engine/patch_llama.py)."""
+    town = (
+        "The harbour town wakes before dawn: fishing boats leave the quay, the bakery lights "
+        "its ovens, and the ferry to the islands sounds its horn twice. Market stalls fill the "
+        "square by seven. "
+    )
+    messages = [
+        {"role": "system", "content": town * 20},
+        {"role": "user", "content": "List ten things the town does, as a numbered list."},
+    ]
+    greedy = {"temperature": 0, "top_k": 1}
+    answers = {}
+    for batch in (512, 100, 17):
+        with open_harness(browser, base_url, promptBatch=batch) as harness:
+            harness.call("model => cpu.reload(model)", INSTRUCT_MODEL)
+            reply = harness.chat(messages, model=INSTRUCT_MODEL, max_tokens=80, sampling=greedy)
+            assert reply["usage"]["prompt_tokens"] == 807
+            answers[batch] = reply["text"]
+            assert harness.errors == []
+    assert len(answers[512]) > 100
+    assert answers[100] == answers[512]
+    assert answers[17] == answers[512]
+
+
 def test_the_relaxed_build_picks_its_dot_product_for_the_cpu_and_both_answer_alike(
     playwright: Any, browser: Any, base_url: str
 ) -> None:

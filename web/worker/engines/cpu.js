@@ -65,11 +65,12 @@ export class CpuEngine {
   /**
    * @param {{threads?: number, contextWindow: number, seed?: number,
    *          temperature?: number, build?: "relaxed" | "threads" | "single",
-   *          dot?: "i16" | "i32",
+   *          dot?: "i16" | "i32", promptBatch?: number,
    *          onProgress?: (p: {progress: number, text: string}) => void}} options
    * `build` names the engine build to run (cpu-worker.js); left out, the worker picks the
    * fastest this browser can run. `dot` names the relaxed build's dot product form (benches);
-   * left out, the faster for this CPU.
+   * left out, the faster for this CPU. `promptBatch` is llama.cpp's batch for prompts (tests;
+   * left out, PROMPT_BATCH): the answers do not depend on it.
    */
   constructor(options = {}) {
     const info = cpuEngineInfo();
@@ -84,6 +85,7 @@ export class CpuEngine {
       onProgress: options.onProgress,
       build: options.build,
       dot: options.dot,
+      promptBatch: options.promptBatch || PROMPT_BATCH,
     };
     this.worker = null;
     this.loadedModel = null;
@@ -166,7 +168,7 @@ export class CpuEngine {
         name: "model.gguf",
         contextWindow: this.options.contextWindow,
         threads: this.options.threads,
-        batch: PROMPT_BATCH,
+        batch: this.options.promptBatch,
       });
       this.modelBytes = blob.size;
       // A template in the GGUF that llama.cpp does not know by its markers: ChatML, said.
@@ -320,7 +322,7 @@ export class CpuEngine {
     };
     let summary;
     try {
-      summary = await this.request("generate", { prompt, params, batch: PROMPT_BATCH }, onEvent, true);
+      summary = await this.request("generate", { prompt, params, batch: this.options.promptBatch }, onEvent, true);
     } catch (error) {
       throw chatError(error);
     }
