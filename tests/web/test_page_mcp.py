@@ -192,3 +192,28 @@ def test_a_server_added_after_ready_is_in_the_prompt_prefilled_for_the_next_task
     [plan_call] = [e for e in events if e["type"] == "assistant" and e["meta"]["purpose"] == "plan"]
     # All of the prompt but the task's own words came from the cache: the servers' tools too.
     assert plan_call["meta"]["usage"]["cached_prompt_tokens"] >= 0.9 * with_server["prompt_tokens"]
+
+
+def test_a_saved_server_is_in_the_prompt_prefilled_at_start_and_prefilled_once(
+    page: Any, page_url: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The servers' list comes after ready: the boot's preparation waits for it to connect,
+    so a page with a saved server prefills the planner's prompt once, its tools included (not
+    once without them and again from the tool list on)."""
+    open_app(page, page_url("index.html?engine=scripted"))
+    with start_sdk_server(tmp_path_factory.mktemp("cors"), cors=True) as cors_url:
+        add_server(page, "open", cors_url)
+        server_item(page, "open", "connected")
+        page.wait_for_function("window.agentApp.preparations.length === 2")
+        with_server = page.evaluate("window.agentApp.prepared")
+
+        page.reload()
+        page.wait_for_function("document.body.dataset.status === 'ready'", timeout=90_000)
+        server_item(page, "open", "connected")
+        page.wait_for_function("window.agentApp.preparations.length > 0")
+        run_add(page, "open__add")
+        preparations = page.evaluate("window.agentApp.preparations")
+        assert len(preparations) == 1, preparations
+        [at_start] = preparations
+        assert at_start["prefilled"] is True
+        assert at_start["prompt_tokens"] == with_server["prompt_tokens"]

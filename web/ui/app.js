@@ -171,6 +171,7 @@ function onWorkerMessage(message, answer) {
       return;
     case ToUI.PREPARED:
       window.agentApp.prepared = message.report;
+      window.agentApp.preparations.push(message.report);
       return showPrepared(message.report);
     case ToUI.EVENTS:
       return onAgentEvents(message.events);
@@ -478,6 +479,8 @@ window.agentApp = {
   mcpServers: () => serversPanel.servers(),
   setMcpServers: (servers) => serversPanel.setServers(servers),
   bridgePresence: () => tools.relay.presence,
+  /** Each preparation's report since the page opened (`prepared` is the last). */
+  preparations: [],
   run,
   stop,
   sessions: () => store.sessions(),

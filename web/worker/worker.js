@@ -86,7 +86,11 @@ async function handleMcpMessage(message) {
       if (page) await preparedAfter(() => page.forget_sign_in(message.name));
       return true;
     case ToWorker.MCP_SERVERS:
-      if (page) await preparedAfter(() => page.configure_servers(JSON.stringify(message.servers || [])));
+      try {
+        if (page) await preparedAfter(() => page.configure_servers(JSON.stringify(message.servers || [])));
+      } finally {
+        serversListed();
+      }
       return true;
     case ToWorker.MCP_RECONNECT:
       if (page) await preparedAfter(() => page.reconnect_server(message.name));
@@ -98,13 +102,22 @@ async function handleMcpMessage(message) {
 
 // The planner's prompt lists the tools: when a server's tools came or went (a server added,
 // removed, reconnected or signed out), prefill it again while the user types, so the next task
-// does not compute it (llama.cpp keeps the unchanged start of the cache). Before the engine is
-// made, the boot's own preparation comes after.
+// does not compute it (llama.cpp keeps the unchanged start of the cache). Before the boot's
+// own preparation has begun, that one comes after.
 async function preparedAfter(change) {
   const before = page.mcp_tools_key();
   await change();
-  if (engineInfo && !running && page.mcp_tools_key() !== before) prepareModel();
+  if (bootPrepared && !running && page.mcp_tools_key() !== before) prepareModel();
 }
+
+// The UI sends its servers' list right after ready. The boot's preparation waits for that list
+// to connect, for a bounded while, so a page with saved servers prefills the planner's prompt
+// once, with their tools: not once without them, and again from the tool list on. A server
+// slower than that joins the prompt later, through preparedAfter.
+const SERVERS_WAIT_MS = 3000;
+let serversListed;
+const firstServerList = new Promise((resolve) => (serversListed = resolve));
+let bootPrepared = false;
 // --- end of MCP servers ------------------------------------------------------------------------
 
 // "auto": WebLLM on a usable GPU (a hardware adapter), otherwise the CPU engine, saying why.
@@ -290,6 +303,8 @@ async function boot({ settings, engine: override }) {
   const warming = performance.now();
   page.warm_up();
   post(toUI.warmed(Math.round(performance.now() - warming)));
+  await Promise.race([firstServerList, new Promise((resolve) => setTimeout(resolve, SERVERS_WAIT_MS))]);
+  bootPrepared = true;
   prepareModel(); // not awaited: a run sent meanwhile waits for the engine (Python's lock)
 }
 
@@ -441,7 +456,7 @@ async function handle(message) {
       }
       // A new profile or budget may change the planner's prompt: prefill it again (llama.cpp
       // keeps what is unchanged of the cache, so an unchanged prompt costs nothing).
-      if (!running) prepareModel();
+      if (bootPrepared && !running) prepareModel();
       return;
     case ToWorker.RUN:
       return run(message);
