@@ -30,6 +30,11 @@ struct engine_error : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// The fewest prompt tokens computed in one batch. Batches of two tokens or more all take flash
+// attention's tiled path (patch_llama.py), so a token's floats do not depend on how a prompt is
+// cut; a batch of one would take the row-by-row path. Generated tokens still come one at a time.
+constexpr size_t MIN_PROMPT_BATCH = 2;
+
 struct generation {
     llama_sampler * chain = nullptr;
     llama_sampler * grammar = nullptr;
@@ -594,7 +599,9 @@ EMSCRIPTEN_KEEPALIVE int al_begin(const char * prompt, const char * params_json)
 
         size_t n_common = 0;
         while (n_common < E.cached.size() && n_common < tokens.size() && E.cached[n_common] == tokens[n_common]) ++n_common;
-        if (n_common == tokens.size()) --n_common;  // the last prompt token gives the logits
+        // The last prompt token gives the logits, so at least one is computed; two, so that a
+        // prompt met again is not computed in a batch of one (MIN_PROMPT_BATCH).
+        while (n_common > 0 && tokens.size() - n_common < MIN_PROMPT_BATCH) --n_common;
         if (!llama_memory_seq_rm(llama_get_memory(E.ctx), 0, (llama_pos) n_common, -1)) {
             // a recurrent or sliding-window cache may refuse to cut inside what it holds
             clear_memory();
@@ -615,7 +622,10 @@ EMSCRIPTEN_KEEPALIVE int al_prefill(int max_batch) {
         if (!E.generating) throw engine_error("no generation has begun (call al_begin first)");
         auto & g = E.gen;
         const int left = (int) (g.pending.size() - g.n_prefilled);
-        const int n = std::min({left, max_batch > 0 ? max_batch : E.n_batch, E.n_batch});
+        int n = std::min({left, max_batch > 0 ? max_batch : E.n_batch, E.n_batch});
+        // Never leave a last batch of one token (see al_begin): cut this one a token shorter.
+        const int min_batch = (int) MIN_PROMPT_BATCH;
+        if (left - n > 0 && left - n < min_batch && n > min_batch) n -= min_batch - (left - n);
         if (n > 0) {
             decode(g.pending.data() + g.n_prefilled, n);
             g.n_prefilled += n;

@@ -115,7 +115,7 @@ const greedy = generate(chat, { temperature: 0, max_tokens: 32 });
 console.log(`greedy (${greedy.nGenerated} tokens): ${JSON.stringify(greedy.text)}`);
 check(greedy.text.length > 0 && greedy.nGenerated <= 32, "greedy generation produces text within max_tokens");
 const again = generate(chat, { temperature: 0, max_tokens: 32 });
-check(again.nCached === again.nPrompt - 1, "the same prompt again reuses all but its last token", `n_cached ${again.nCached} of ${again.nPrompt}`);
+check(again.nCached === again.nPrompt - 2, "the same prompt again reuses all but its last two tokens (no batch of one)", `n_cached ${again.nCached} of ${again.nPrompt}`);
 check(again.text === greedy.text, "the reused prefix gives the same greedy text");
 
 // --- prefix reuse on an extended prompt ---
@@ -128,6 +128,14 @@ must(al.begin(extended, "{}"), "al_begin");
 const ext = JSON.parse(result());
 al.end();
 check(ext.n_cached === nChat, "an extended prompt reuses the whole old prompt", `n_cached ${ext.n_cached}, old prompt ${nChat}`);
+
+// --- no prompt batch of one token: a batch that would leave one is cut a token shorter ---
+must(al.begin(extended, "{}"), "al_begin");
+const tail = ext.n_prompt - ext.n_cached;
+const leftAfterFirst = must(al.prefill(tail - 1), "al_prefill");
+const leftAfterSecond = must(al.prefill(tail - 1), "al_prefill");
+al.end();
+check(leftAfterFirst === 2 && leftAfterSecond === 0, "a prompt's last batch is never a single token", `${tail} tokens left ${leftAfterFirst}, then ${leftAfterSecond}`);
 
 // --- constrained generation ---
 const grammarOut = generate(chat, { grammar: 'root ::= "{\\"answer\\":" [0-9]+ "}"', temperature: 0.8, seed: 7, max_tokens: 24 });
@@ -216,7 +224,7 @@ if (existsSync(gemmaPath)) {
   console.log(`gemma greedy: ${JSON.stringify(first.text)}`);
   check(first.text.length > 0, "Gemma generates text");
   const second = generate(gemmaChat, { temperature: 0, max_tokens: 16 });
-  check(second.nCached === second.nPrompt - 1 && second.text === first.text, "Gemma reuses its prefix (full-size SWA cache) with the same text", `n_cached ${second.nCached} of ${second.nPrompt}`);
+  check(second.nCached === second.nPrompt - 2 && second.text === first.text, "Gemma reuses its prefix (full-size SWA cache) with the same text", `n_cached ${second.nCached} of ${second.nPrompt}`);
   const gemmaState = saveState();
   const nGemma = al.cached();
   const gemmaNext = `${gemmaChat}${first.text}<end_of_turn>\n<start_of_turn>user\nAnd three more?<end_of_turn>\n<start_of_turn>model\n`;

@@ -130,14 +130,16 @@ def test_plan_schema_gives_a_plan_the_agent_accepts(cpu: CPUHarness) -> None:
         },
         {"role": "user", "content": "Compute 17 * 23 with JavaScript."},
     ]
-    reply = cpu.chat(messages, purpose="plan", schema=schema, max_tokens=160)
+    # The schema bounds the plan (two ids of 16 characters, five texts of 24, whitespace bounded
+    # by the grammar): 320 tokens hold the longest, so the JSON is cut only if the grammar fails.
+    reply = cpu.chat(messages, purpose="plan", schema=schema, max_tokens=320)
     plan_json = _json_reply(reply)
     jsonschema.validate(plan_json, schema)
     plan = parse_plan(f"<plan>{reply['text']}</plan>")
     steps = plan.steps()
     assert (len(plan.tasks), len(steps)) == (1, 1)
     assert steps[0].tool_name in ("llm_generator", "javascript_execute")
-    assert reply["usage"]["completion_tokens"] <= 160
+    assert reply["usage"]["completion_tokens"] <= 320
 
 
 TOOL_SCHEMAS = {
@@ -438,9 +440,10 @@ def test_a_prefilled_state_is_saved_and_a_new_engine_restores_it(cpu: CPUHarness
     again = cpu.call("([m, c]) => cpu.prefill(m, c)", [prefix, call])
     assert again["usage"]["state"] == "restored"
     assert again["usage"]["restored_tokens"] == total
-    # Only the prompt's last token is computed again (its logits are not in the state).
-    assert again["usage"]["cached_prompt_tokens"] == total - 1
-    assert [p["done"] for p in again["progress"]] == [total - 1, total]
+    # Only the prompt's last two tokens are computed again: the last one's logits are not in the
+    # state, and a prompt is never computed in a batch of one token (its floats would differ).
+    assert again["usage"]["cached_prompt_tokens"] == total - 2
+    assert [p["done"] for p in again["progress"]] == [total - 2, total]
 
     task = [prefix[0], {"role": "user", "content": "Task: compute 6 * 7."}]
     reply = cpu.chat(task, model=INSTRUCT_MODEL, max_tokens=1)
@@ -533,7 +536,9 @@ def test_a_prompts_greedy_answer_does_not_depend_on_how_it_is_cut_into_batches(
     leaves for the task's words. Flash attention used to take another path for batches under
     64 tokens, with other floats, so the same prompt could answer otherwise (here, in batches
     of 100 the last 7 tokens went that way). Every prompt batch takes one path now
-    (FLASH_ATTENTION_ONE_PROMPT_PATH in scripts/cpu_engine/patch_llama.py)."""
+    (FLASH_ATTENTION_ONE_PROMPT_PATH in scripts/cpu_engine/patch_llama.py), and no prompt batch
+    is a single token (that one still goes row by row): in batches of 403 the last one would be,
+    and the same prompt met again recomputes two tokens, not one (MIN_PROMPT_BATCH)."""
     town = (
         "The harbour town wakes before dawn: fishing boats leave the quay, the bakery lights "
         "its ovens, and the ferry to the islands sounds its horn twice. Market stalls fill the "
@@ -545,16 +550,19 @@ def test_a_prompts_greedy_answer_does_not_depend_on_how_it_is_cut_into_batches(
     ]
     greedy = {"temperature": 0, "top_k": 1}
     answers = {}
-    for batch in (512, 100, 17):
+    for batch in (512, 403, 100, 17):
         with open_harness(browser, base_url, promptBatch=batch) as harness:
             harness.call("model => cpu.reload(model)", INSTRUCT_MODEL)
             reply = harness.chat(messages, model=INSTRUCT_MODEL, max_tokens=80, sampling=greedy)
             assert reply["usage"]["prompt_tokens"] == 807
             answers[batch] = reply["text"]
+            if batch == 512:
+                again = harness.chat(messages, model=INSTRUCT_MODEL, max_tokens=80, sampling=greedy)
+                assert again["usage"]["cached_prompt_tokens"] == 805
+                answers["again"] = again["text"]
             assert harness.errors == []
     assert len(answers[512]) > 100
-    assert answers[100] == answers[512]
-    assert answers[17] == answers[512]
+    assert {key: text for key, text in answers.items() if text != answers[512]} == {}
 
 
 def test_the_relaxed_build_picks_its_dot_product_for_the_cpu_and_both_answer_alike(
