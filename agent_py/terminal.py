@@ -131,9 +131,13 @@ class PageAgent:
         headed: bool = False,
         browser_args: Sequence[str] = (),
         profile: Path | None = None,
+        mcp_servers: list[dict[str, Any]] | None = None,
     ) -> None:
         self.engine_choice = engine
         self.profile = profile
+        # Saved in the page's storage before it opens, as a user's saved servers are: they
+        # connect at start, and the planner's prompt is prefilled once, with their tools.
+        self.mcp_servers = mcp_servers
         self.settings = settings
         self.on_event = on_event
         self.browser_path = browser_path
@@ -191,11 +195,22 @@ class PageAgent:
             settings = {"review_plans": "off", **(self.settings or {})}
             stored = json.dumps(json.dumps(settings))
             self.page.add_init_script(f"localStorage.setItem('agent_py.settings', {stored})")
+            if self.mcp_servers is not None:
+                saved = [
+                    {"transport": "auto", "enabled": True, "token": "", **server}
+                    for server in self.mcp_servers
+                ]
+                servers = json.dumps(json.dumps(saved))
+                self.page.add_init_script(
+                    f"localStorage.setItem('agent_py.mcp_servers', {servers})"
+                )
             self.page.goto(f"{base_url}index.html?engine={self.engine_choice}")
             self.page.wait_for_function(
                 "['ready', 'failed'].includes(document.body.dataset.status)", timeout=180_000
             )
             self.engine = self.page.evaluate("window.agentApp.engine") or {}
+            if self.page.evaluate("document.body.dataset.status") == "ready":
+                self._wait_for_servers(self.mcp_servers or [])
         except BaseException:
             self._stack.close()
             raise
@@ -269,10 +284,8 @@ class PageAgent:
     def page_error(self) -> str:
         return str(self.page.locator("#error").inner_text())
 
-    def set_mcp_servers(self, servers: list[dict[str, Any]], timeout_s: float = 60) -> None:
-        """Replace the MCP servers (as the panel would) and wait until each is connected or
-        has failed."""
-        self.page.evaluate("servers => window.agentApp.setMcpServers(servers)", servers)
+    def _wait_for_servers(self, servers: list[dict[str, Any]], timeout_s: float = 60) -> None:
+        """Wait until each server is connected or has failed."""
         for server in servers:
             self.page.locator(
                 f'#mcp-server-list li[data-server="{server["name"]}"]'

@@ -126,6 +126,7 @@ def run_suite(
             browser_path=browser_path,
             headed=headed,
             browser_args=browser_args or [],
+            mcp_servers=[{"name": "atlas", "url": mcp_url, "transport": "fetch"}],
         ) as page,
     ):
         if not page.usable:
@@ -134,7 +135,6 @@ def run_suite(
         values = page.page.evaluate("window.agentApp.settings()") or {}
         model = str(values.get(MODEL_SETTING.get(kind, "")) or "")
         print(f"engine: {page.engine['label']}", file=out, flush=True)
-        page.set_mcp_servers([{"name": "atlas", "url": mcp_url, "transport": "fetch"}])
         report = SuiteReport(engine=kind, model=model)
         for task in tasks:
             history = artifacts / f"{task.id}.jsonl"
