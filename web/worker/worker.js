@@ -305,7 +305,9 @@ async function boot({ settings, engine: override }) {
   post(toUI.warmed(Math.round(performance.now() - warming)));
   await Promise.race([firstServerList, new Promise((resolve) => setTimeout(resolve, SERVERS_WAIT_MS))]);
   bootPrepared = true;
-  prepareModel(); // not awaited: a run sent meanwhile waits for the engine (Python's lock)
+  // Not awaited: a run sent from now on waits for the engine (Python's lock). A run sent
+  // during the wait has prefilled the same prompt for its plan: nothing is left to prepare.
+  if (!running) prepareModel();
 }
 
 
