@@ -41,6 +41,9 @@ class PageServers:
         self._auth_records: dict[str, Any] = {}  # kept until the MCP host exists
         self._auth_store: PageTokenStore | None = None
         self._host: MCPClientHost | None = None  # made when the first server is configured
+        self._configuring = 0
+        self._settled = asyncio.Event()
+        self._settled.set()
 
     def _mcp(self) -> MCPClientHost:
         """The MCP host, made (and the MCP package imported) on first use."""
@@ -68,6 +71,26 @@ class PageServers:
         changed ones concurrently, drop removed ones, leave unchanged ones connected. One
         server's failure never stops the others. Returns every server's status as JSON;
         each change is also reported through ``mcpStatus`` as it happens."""
+        self._configuring += 1
+        self._settled.clear()
+        try:
+            return await self._configure(servers_json)
+        finally:
+            self._configuring -= 1
+            if not self._configuring:
+                self._settled.set()
+
+    async def settled(self, timeout_s: float) -> bool:
+        """Wait until no list of servers is being connected, at most ``timeout_s``; whether
+        that came. A run sent while the user's saved servers connect (right after the page
+        opens, or after an edit) waits for their tools rather than plan without them."""
+        try:
+            await asyncio.wait_for(self._settled.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _configure(self, servers_json: str) -> str:
         items = json.loads(servers_json)
         if not items and self._host is None:
             return "[]"  # no servers, none before: the MCP package stays unimported

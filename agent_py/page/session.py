@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from agent_py.page.http import HttpBridge
     from agent_py.page.user import UserBridge
 
+SERVERS_WAIT_S = 3.0
+"""How long a run waits for servers still connecting (the worker's boot waits as long,
+SERVERS_WAIT_MS in web/worker/worker.js, before it prefills the planner's prompt)."""
+
 
 class PageSession:
     """One conversation in the page: an agent that lives across turns until reconfigured,
@@ -172,7 +176,11 @@ class PageSession:
         return json.dumps(list(server.models) if server is not None else [])
 
     async def run(self, question: str) -> str:
-        """Run one task; returns the RunResult as JSON. Events stream through ``emit``."""
+        """Run one task; returns the RunResult as JSON. Events stream through ``emit``.
+
+        Servers still connecting are waited for, at most ``SERVERS_WAIT_S``: a slower one
+        joins from the next run."""
+        await self.servers.settled(SERVERS_WAIT_S)
         try:
             result = await self._agent_with_current_tools().task(question)
         finally:

@@ -20,6 +20,7 @@ from agent_py.mcp import (
     MCPServerConfig,
     MCPTimeoutError,
 )
+from agent_py.page import session as session_module
 from agent_py.page.http import BrowserTransport, browser_transport_factory
 from agent_py.page.session import PageSession
 from agent_py.page.settings import PageSettings
@@ -368,6 +369,56 @@ async def test_removed_servers_take_their_tools_out_of_the_next_run() -> None:
     assert json.loads(unchanged)[0]["state"] == "connected"
     assert second["steps"][0]["output"].startswith("unknown tool calc__add")
     assert json.loads(page.server_statuses()) == []
+    await page.close()
+
+
+async def test_a_run_sent_while_a_server_connects_waits_for_its_tools() -> None:
+    """Right after the page opens the saved servers connect; a task sent meanwhile plans
+    with their tools, not without them."""
+    bridge = PageBridge([add_plan("calc__add"), "<status>done</status><final>5</final>"])
+    http = FakeHttp(mcp_server)
+    http.hold_start = asyncio.Event()
+    page = PageSession(bridge, http=http)
+    await page.configure(PageSettings(residency="keep_warm").model_dump_json())
+    calc = [{"name": "calc", "url": URL, "transport": "fetch"}]
+    connecting = asyncio.create_task(page.configure_servers(json.dumps(calc)))
+    running = asyncio.create_task(page.run("2 + 3?"))
+    for _ in range(20):  # both get going: the server's requests are held
+        await asyncio.sleep(0)
+    assert http.requests and not running.done()
+    assert bridge.events == []  # the run waits for the server: nothing planned yet
+    http.hold_start.set()
+    result = json.loads(await running)
+    await connecting
+
+    assert result["state"] == "completed"
+    assert result["steps"][0]["output"] == "5"
+    session_start = next(e for e in bridge.events if e["type"] == "session_start")
+    assert "calc__add" in session_start["meta"]["tools"]
+    await page.close()
+
+
+async def test_a_server_slower_than_the_wait_joins_from_the_next_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(session_module, "SERVERS_WAIT_S", 0.05)
+    write = add_plan("calc__add").replace("calc__add", "llm_generator")
+    write = write.replace('{"a": 2, "b": 3}', '{"prompt": "add 2 and 3"}')
+    bridge = PageBridge([write, "five", "<status>done</status><final>5</final>"])
+    http = FakeHttp(mcp_server)
+    http.hold_start = asyncio.Event()  # never answers during the run
+    page = PageSession(bridge, http=http)
+    await page.configure(PageSettings(residency="keep_warm").model_dump_json())
+    calc = [{"name": "calc", "url": URL, "transport": "fetch"}]
+    connecting = asyncio.create_task(page.configure_servers(json.dumps(calc)))
+
+    result = json.loads(await page.run("2 + 3?"))
+
+    assert result["state"] == "completed"
+    session_start = next(e for e in bridge.events if e["type"] == "session_start")
+    assert "calc__add" not in session_start["meta"]["tools"]
+    http.hold_start.set()
+    assert json.loads(await connecting)[0]["state"] == "connected"
     await page.close()
 
 
