@@ -7,6 +7,7 @@ belongs in a later task and refers to it as ``${step_id}``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -167,6 +168,45 @@ def merge_duplicate_steps(plan: PlanSchema) -> tuple[PlanSchema, dict[str, str]]
     if not merged:
         return plan, {}
     return PlanSchema(tasks=tasks), merged
+
+
+# A unit of up to 12 characters written four times or more in a row, then at most one more
+# unit's worth of text up to the end: how a greedy small model loops until the length bound.
+_RUNAWAY = re.compile(r"(.{1,12}?)\1{3,}.{0,12}$", re.DOTALL)
+
+
+def cut_runaway_inputs(plan: PlanSchema, shape: PlanShape) -> tuple[PlanSchema, dict[str, str]]:
+    """Cut the loop off a step's input that ran to its length bound repeating itself
+    (``greeting for Maria.js.js.js…`` up to 160 characters): the decoder stopped it at the
+    bound, not the model. Returns the plan and ``{step id: the input kept}``.
+
+    Only inputs exactly at the bound are looked at, so a repetition the model ended itself
+    (``1000000``, ``'ab'.repeat(4)``) is never touched; an input that would be left empty
+    stays as it is."""
+    cut: dict[str, str] = {}
+    tasks: list[TaskSchema] = []
+    for task in plan.tasks:
+        steps: list[StepSchema] = []
+        for step in task.steps:
+            kept = _without_runaway(step.input, shape.max_input_chars)
+            if kept is not None:
+                cut[step.step_id] = kept
+                step = step.model_copy(update={"input": kept})
+            steps.append(step)
+        tasks.append(task.model_copy(update={"steps": steps}))
+    if not cut:
+        return plan, {}
+    return PlanSchema(tasks=tasks), cut
+
+
+def _without_runaway(text: str | None, bound: int) -> str | None:
+    if text is None or len(text) < bound:
+        return None
+    loop = _RUNAWAY.search(text)
+    if loop is None:
+        return None
+    kept = text[: loop.start()].rstrip()
+    return kept or None
 
 
 def rename_reused_ids(plan: PlanSchema, taken: set[str]) -> tuple[PlanSchema, dict[str, str]]:

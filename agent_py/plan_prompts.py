@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
 from typing import Any
 
@@ -49,7 +49,27 @@ def plan_example_turns(registry: ToolRegistry, shape: PlanShape) -> list[Message
     """Earlier turns that show plans in this shape: a user task, then the plan as reply.
     Only examples whose tools all exist are shown. (Compact JSON here, as the small profile's
     grammar makes the model write it, cost SmolLM2 two tasks of the suite.)"""
-    turns: list[Message] = []
+    return [turn for _, pair in _example_pairs(registry, shape) for turn in pair]
+
+
+def nearest_example_turns(registry: ToolRegistry, shape: PlanShape, question: str) -> list[Message]:
+    """The worked example closest to ``question`` in words, as a task and its plan again; none
+    when no example shares a word with it. Shown last, next to the question, where a small
+    model copies from most: after the fixed examples, so their prefilled cache still serves.
+    Closeness counts shared words (4 letters or more, a plural ``s`` dropped); a tie goes to
+    the example listed first."""
+    asked = _stems(question)
+    best: list[Message] = []
+    best_shared = 0
+    for task, pair in _example_pairs(registry, shape):
+        shared = len(asked & _stems(task))
+        if shared > best_shared:
+            best, best_shared = pair, shared
+    return best
+
+
+def _example_pairs(registry: ToolRegistry, shape: PlanShape) -> Iterator[tuple[str, list[Message]]]:
+    """Each usable example's task, with its two turns."""
     for example in examples()["plan"]:
         steps = [step for task in example["tasks"] for step in task["steps"]]
         tools = [registry.get(step["tool_name"]) for step in steps]
@@ -70,9 +90,13 @@ def plan_example_turns(registry: ToolRegistry, shape: PlanShape) -> list[Message
         }
         if len(plan["tasks"]) > shape.max_tasks:
             continue
-        turns.append({"role": "user", "content": render("plan_user", question=example["task"])})
-        turns.append({"role": "assistant", "content": f"<plan>{json.dumps(plan)}</plan>"})
-    return turns
+        yield (
+            example["task"],
+            [
+                {"role": "user", "content": render("plan_user", question=example["task"])},
+                {"role": "assistant", "content": f"<plan>{json.dumps(plan)}</plan>"},
+            ],
+        )
 
 
 def plan_system_message(
@@ -129,6 +153,10 @@ _COMMON = frozenset(_COMMON_WORDS.split())
 
 def _words(text: str) -> set[str]:
     return set(re.findall(r"[a-z0-9]{4,}", text.lower())) - _COMMON
+
+
+def _stems(text: str) -> set[str]:
+    return {word.removesuffix("s") for word in _words(text)}
 
 
 class Detail(Enum):

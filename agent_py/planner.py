@@ -38,11 +38,17 @@ from agent_py.plan import (
     PlanSchema,
     PlanShape,
     TaskSchema,
+    cut_runaway_inputs,
     merge_duplicate_steps,
     plan_json_schema,
     rename_reused_ids,
 )
-from agent_py.plan_prompts import plan_example_turns, plan_system_message, relevant_tools
+from agent_py.plan_prompts import (
+    nearest_example_turns,
+    plan_example_turns,
+    plan_system_message,
+    relevant_tools,
+)
 from agent_py.profiles import Strategy
 from agent_py.prompts import render
 from agent_py.review import (
@@ -237,14 +243,17 @@ class PlanAndRethink:
         return await self.model.prefill(self._opening(""), CallPurpose.PLAN)
 
     def _opening(self, question: str, earlier: Sequence[TurnDigest] = ()) -> list[Message]:
-        """The plan call's conversation: the system prompt, the worked examples, the session's
-        earlier turns as the model's own (each task, the plan it made, its result), then the
-        task. The fixed part stays first, so a prefilled cache still serves it."""
+        """The plan call's conversation: the system prompt, the worked examples (and the one
+        closest to the task again, when the strategy says so), the session's earlier turns as
+        the model's own (each task, the plan it made, its result), then the task. The fixed
+        part stays first, so a prefilled cache still serves it."""
         conversation: list[Message] = [
             self._system_message(relevant_tools(self.registry, question))
         ]
         if self.strategy.examples:
             conversation += plan_example_turns(self.registry, self.plan_shape)
+            if self.strategy.nearest_example:
+                conversation += nearest_example_turns(self.registry, self.plan_shape, question)
         result = ""
         for turn in earlier:
             conversation.append(
@@ -346,9 +355,17 @@ class PlanAndRethink:
     def _adopt(
         self, plan: PlanSchema, run: PlanRun, conversation: list[Message], memory: CallMemory
     ) -> PlanSchema:
-        """Record a new plan: its repeated steps merged when the strategy says so, and ids
-        that an earlier plan used renamed. From now on a tight window keeps the schemas of
-        the tools the plans use."""
+        """Record a new plan: inputs that looped to their length bound cut, its repeated
+        steps merged when the strategy says so, and ids that an earlier plan used renamed.
+        From now on a tight window keeps the schemas of the tools the plans use."""
+        plan, cut = cut_runaway_inputs(plan, self.plan_shape)
+        if cut:
+            self.recorder.emit(
+                EventType.PLAN_CUT,
+                "cut inputs that looped to their length bound: "
+                + "; ".join(f"{step} keeps {kept!r}" for step, kept in cut.items()),
+                cut=cut,
+            )
         if self.strategy.merge_duplicate_steps:
             plan, merged = merge_duplicate_steps(plan)
             if merged:

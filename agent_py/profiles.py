@@ -35,6 +35,9 @@ class Strategy(BaseModel):
 
     examples: bool = False
     """Short worked examples (as earlier turns) before the plan and argument requests."""
+    nearest_example: bool = False
+    """With ``examples``: the example closest to the task in words is shown once more, just
+    before it (after the fixed examples, so their prefilled cache still serves)."""
     merge_duplicate_steps: bool = False
     """Identical steps of a plan run once; references to a copy point to the one kept.
     Off by default: a capable model repeats a call on purpose (polling, a random draw);
@@ -97,6 +100,7 @@ SMALL = ModelProfile(
     budgets=ReplyBudgets(plan=448, arguments=160, generate=192, rethink=96, answer=192),
     strategy=Strategy(
         examples=True,
+        nearest_example=True,
         merge_duplicate_steps=True,
         skip_rethink_on_success=True,
         rethink_after_failure=False,

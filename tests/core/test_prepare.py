@@ -36,9 +36,11 @@ async def test_the_first_plan_call_reuses_the_prefilled_prompt() -> None:
     assert result.state is AgentState.COMPLETED and "42" in result.answer
     [prefilled] = llm.prefills
     [(plan_messages, call)] = llm.calls
-    # Everything before the task's own words is the prefilled prompt, word for word.
-    assert prefilled[:-1] == plan_messages[:-1]
-    assert plan_messages[-1]["content"].startswith(prefilled[-1]["content"])
+    # The prefilled prompt leads the plan call word for word: the system prompt and the
+    # examples, then the start of a task (here the closest example's, shown again).
+    fixed = len(prefilled) - 1
+    assert plan_messages[:fixed] == prefilled[:-1]
+    assert plan_messages[fixed]["content"].startswith(prefilled[-1]["content"])
     assert len(prefilled) > 3  # the system prompt and the worked examples
     [plan_event] = [e for e in of_type(sink.events, "assistant") if e.meta["purpose"] == "plan"]
     cached = plan_event.meta["usage"]["cached_prompt_tokens"]

@@ -13,8 +13,13 @@ from support import EchoTool, calls_for, default_tools, make_agent, of_type, pla
 from agent_py import AgentConfig, AgentState, EventType, PlanShape, ScriptedLLM
 from agent_py.llm import CallInfo, Message, Sampling
 from agent_py.page.settings import PageSettings
-from agent_py.plan import PlanSchema, merge_duplicate_steps, plan_json_schema
-from agent_py.plan_prompts import plan_example_turns, plan_system_prompt
+from agent_py.plan import (
+    PlanSchema,
+    cut_runaway_inputs,
+    merge_duplicate_steps,
+    plan_json_schema,
+)
+from agent_py.plan_prompts import nearest_example_turns, plan_example_turns, plan_system_prompt
 from agent_py.profiles import FULL, SMALL, Strategy, profile_for
 from agent_py.tools.registry import ToolRegistry
 
@@ -151,6 +156,50 @@ def test_merging_keeps_steps_that_differ_and_is_off_in_the_full_profile() -> Non
     assert SMALL.strategy.merge_duplicate_steps is True
 
 
+async def test_an_input_that_looped_to_its_bound_is_cut_before_the_loop() -> None:
+    bound = SMALL.plan_shape.max_input_chars
+    looped = "Write a greeting for Ann" + ".js" * 60
+    looped = looped[: bound - 2] + ".1"  # the bound ends it mid-loop, as the grammar does
+    prompts: list[str] = []
+
+    def generate(messages: list[Message], call: CallInfo) -> str:
+        prompts.append(messages[-1]["content"])
+        return "Dear Ann, all the best!"
+
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([input_step("s1", "llm_generator", looped)]), "generate": generate}
+    )
+    agent, sink = make_agent(llm, config=SMALL_CONFIG)
+
+    result = await agent.task("Write a greeting for Ann.")
+
+    assert result.state is AgentState.COMPLETED
+    assert prompts == ["Write a greeting for Ann"]
+    [cut] = of_type(sink.events, EventType.PLAN_CUT)
+    assert cut.meta["cut"] == {"s1": "Write a greeting for Ann"}
+
+
+def test_only_a_loop_that_reached_the_bound_is_cut() -> None:
+    shape = SMALL.plan_shape
+    bound = shape.max_input_chars
+
+    def plan_of(text: str) -> PlanSchema:
+        return PlanSchema.model_validate(
+            json.loads(plan_reply([input_step("s1", "javascript_execute", text)], wrap=False))
+        )
+
+    ended = "return 'ab'.repeat(4) + 'abababab' + 1000000000;"  # repeats the model ended
+    at_bound = ("return [" + ", ".join(str(n) for n in range(200)))[:bound]  # no loop
+    under = "return 1" + " + 1" * 20  # a loop, but it stopped itself before the bound
+    for text in (ended, at_bound, under):
+        plan = plan_of(text)
+        assert cut_runaway_inputs(plan, shape) == (plan, {}), text
+    code_loop = ("return 'hello' + ' ' + ' ' + ' '" + " + ' '" * 40)[:bound]
+    _, cut = cut_runaway_inputs(plan_of(code_loop), shape)
+    # The loop starts where the text starts repeating itself: at the quote that ends 'hello.
+    assert cut == {"s1": "return 'hello"}
+
+
 async def test_worked_examples_come_before_the_task_as_earlier_turns() -> None:
     llm = ScriptedLLM.replaying(
         {"plan": plan_reply([input_step("s1", "javascript_execute", "return 2 - 1;")])}
@@ -166,6 +215,41 @@ async def test_worked_examples_come_before_the_task_as_earlier_turns() -> None:
     assert example_plan.startswith("<plan>") and '"input"' in example_plan
     assert '"tool_intent"' not in example_plan  # the small shape has no step notes
     assert "like the examples" in messages[0]["content"]
+
+
+async def test_the_closest_worked_example_comes_again_just_before_the_task() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([input_step("s1", "llm_generator", "Write a haiku about snow.")]),
+            "generate": "Snow on the pines.",
+        }
+    )
+    agent, _ = make_agent(llm, config=SMALL_CONFIG)
+
+    await agent.prepare()
+    await agent.task("Write a haiku about snow.")
+
+    [prefilled] = llm.prefills
+    messages, _ = llm.calls[0]
+    fixed = prefilled[:-1]  # the system prompt and every example, as prefilled
+    assert messages[: len(fixed)] == fixed
+    again = messages[len(fixed) : -1]
+    # "write" is the only word the task shares with an example: the poem's.
+    assert [m["role"] for m in again] == ["user", "assistant"]
+    assert again[0]["content"] == "Task: Write a two-line poem about rain."
+    assert again == fixed[3:5]  # the same turns as the poem example's among the fixed ones
+    assert messages[-1]["content"] == "Task: Write a haiku about snow."
+
+
+def test_a_task_that_shares_no_word_with_an_example_gets_none_again() -> None:
+    tools = ToolRegistry(default_tools())
+    assert nearest_example_turns(tools, SMALL.plan_shape, "Tell me a joke.") == []
+    # Words of three letters or less do not count; a plural matches its singular.
+    closest = nearest_example_turns(tools, SMALL.plan_shape, "Sum up these numbers")
+    assert closest[0]["content"] == "Task: Use JavaScript to list the odd numbers below 8, " + (
+        "then add them up with JavaScript."
+    )
+    assert FULL.strategy.nearest_example is False and SMALL.strategy.nearest_example is True
 
 
 def test_examples_name_only_tools_that_exist() -> None:
