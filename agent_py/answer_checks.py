@@ -50,6 +50,25 @@ def repeats_itself(text: str) -> bool:
     return len(set(runs)) <= LOOP_MAX_DISTINCT * len(runs)
 
 
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+
+
+def before_it_starts_over(text: str) -> str | None:
+    """The paragraphs of ``text`` before the first one that repeats an earlier paragraph
+    (compared by their words), or None when none repeats.
+
+    For a reply that the token budget ended: a small model that finishes its piece often
+    writes it again, paragraph by paragraph, until the budget runs out."""
+    paragraphs = [part.strip() for part in _PARAGRAPH_BREAK.split(text.strip())]
+    seen: set[tuple[str, ...]] = set()
+    for index, paragraph in enumerate(paragraphs):
+        words = tuple(word.lower() for word in _WORD.findall(paragraph))
+        if words and words in seen:
+            return "\n\n".join(paragraphs[:index])
+        seen.add(words)
+    return None
+
+
 def unusable_answer(answer: str, instructions: Iterable[str], question: str) -> str | None:
     """Why ``answer`` cannot be given to the user as the run's answer, or None."""
     if not answer.strip():

@@ -159,8 +159,12 @@ class LLM(ABC):
         return None
 
 
-ScriptFunction = Callable[[list[Message], CallInfo], str | Awaitable[str]]
-Reply = str | ScriptFunction
+ScriptFunction = Callable[
+    [list[Message], CallInfo], str | ChatReply | Awaitable[str] | Awaitable[ChatReply]
+]
+Reply = str | ChatReply | ScriptFunction
+"""Text, or a whole reply where a test needs its finish_reason (a reply the token budget
+ended: ``ChatReply(text=..., finish_reason="length")``)."""
 
 
 class ScriptedLLM(LLM):
@@ -185,15 +189,21 @@ class ScriptedLLM(LLM):
         cls, replies: Mapping[CallPurpose | str, Reply | Sequence[Reply]], **options: Any
     ) -> ScriptedLLM:
         """Replies per purpose: one reply for every call, or a list used in order (the last
-        one repeats). A reply is text or a function of (messages, call)."""
+        one repeats). A reply is text, a ChatReply or a function of (messages, call)."""
         queues: dict[CallPurpose, list[Reply]] = {}
         for purpose, given in replies.items():
-            items = [given] if isinstance(given, str) or callable(given) else list(given)
+            items: list[Reply]
+            if isinstance(given, str | ChatReply) or callable(given):
+                items = [given]
+            else:
+                items = list(given)
             if not items:
                 raise ValueError(f"no replies given for {purpose}")
             queues[CallPurpose(purpose)] = items
 
-        def script(messages: list[Message], call: CallInfo) -> str | Awaitable[str]:
+        def script(
+            messages: list[Message], call: CallInfo
+        ) -> str | ChatReply | Awaitable[str] | Awaitable[ChatReply]:
             queue = queues.get(call.purpose)
             if queue is None:
                 raise LLMError(f"the script has no reply for a {call.purpose.value} call")
@@ -233,14 +243,18 @@ class ScriptedLLM(LLM):
                 f"model {call.model!r} is not loaded (loaded: {self._loaded!r})"
             )
         self.calls.append(([dict(m) for m in messages], call))  # type: ignore[misc]
-        reply = self._script(messages, call)
-        text = await reply if inspect.isawaitable(reply) else reply
+        scripted = self._script(messages, call)
+        reply = await scripted if inspect.isawaitable(scripted) else scripted
+        text = reply.text if isinstance(reply, ChatReply) else reply
+        finish_reason = reply.finish_reason if isinstance(reply, ChatReply) else "stop"
         if self._reply_delay_s:
             await asyncio.sleep(self._reply_delay_s)
         if on_token is not None:
             for start in range(0, len(text), 16):
                 on_token(text[start : start + 16])
-        return ChatReply(text=text, usage=self._usage_of(messages, text))
+        return ChatReply(
+            text=text, usage=self._usage_of(messages, text), finish_reason=finish_reason
+        )
 
     def _usage_of(self, messages: list[Message], text: str) -> Usage:
         prompt = "".join(f"<{m['role']}>{m['content']}</{m['role']}>" for m in messages)

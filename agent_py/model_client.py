@@ -18,7 +18,16 @@ from agent_py.errors import PromptTooLargeError
 from agent_py.events import EventType
 from agent_py.grammar import compact_grammar
 from agent_py.history import EventRecorder
-from agent_py.llm import CallPurpose, LLMError, ManagedLLM, Message, ModelRole, Sampling, Usage
+from agent_py.llm import (
+    CallPurpose,
+    ChatReply,
+    LLMError,
+    ManagedLLM,
+    Message,
+    ModelRole,
+    Sampling,
+    Usage,
+)
 from agent_py.parsing import split_thinking
 
 TokenListener = Callable[[str, str | None, str], None]
@@ -102,9 +111,25 @@ class ModelClient:
         step: str | None = None,
         sampling: Sampling | None = None,
     ) -> str:
-        """Send ``messages`` and return the reply without its ``<think>`` blocks.
+        """Send ``messages`` and return the reply's text without its ``<think>`` blocks.
 
         ``sampling`` replaces the client's own for this call."""
+        reply = await self.reply(
+            messages, purpose, schema=schema, tool=tool, step=step, sampling=sampling
+        )
+        return reply.text
+
+    async def reply(
+        self,
+        messages: list[Message],
+        purpose: CallPurpose,
+        *,
+        schema: dict[str, Any] | None = None,
+        tool: str | None = None,
+        step: str | None = None,
+        sampling: Sampling | None = None,
+    ) -> ChatReply:
+        """Like :meth:`ask`, with why the reply ended (``finish_reason``) and its usage."""
         max_tokens = self.budgets.for_purpose(purpose)
         await self.llm.measure([message["content"] for message in messages])
         try:
@@ -157,4 +182,4 @@ class ModelClient:
             finish_reason=reply.finish_reason,
             usage=reply.usage.model_dump(exclude_none=True),
         )
-        return text
+        return reply.model_copy(update={"text": text})

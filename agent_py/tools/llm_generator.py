@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_py.answer_checks import echoes_instructions
+from agent_py.answer_checks import before_it_starts_over, echoes_instructions
 from agent_py.llm import CallPurpose, Message
 from agent_py.prompts import render
 from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
@@ -37,7 +37,19 @@ class LLMGenerator(ToolBase):
             {"role": "system", "content": system},
             {"role": "user", "content": instruction},
         ]
-        text = await ctx.model.ask(messages, CallPurpose.GENERATE, tool=self.name, step=ctx.step_id)
+        reply = await ctx.model.reply(
+            messages, CallPurpose.GENERATE, tool=self.name, step=ctx.step_id
+        )
+        text = reply.text
+        if reply.finish_reason == "length":
+            kept = before_it_starts_over(text)
+            if kept is not None:
+                ctx.report_progress(
+                    "the reply ran to its length limit writing itself again: "
+                    "kept the text before the repeat",
+                    {"kept_chars": len(kept), "chars": len(text)},
+                )
+                text = kept
         if not text.strip():
             raise ToolError("the model returned no text")
         if echoes_instructions(text, [system], allowed=instruction):

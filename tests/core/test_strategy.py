@@ -11,7 +11,7 @@ import pytest
 from support import EchoTool, calls_for, default_tools, make_agent, of_type, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, EventType, PlanShape, ScriptedLLM
-from agent_py.llm import CallInfo, Message, Sampling
+from agent_py.llm import CallInfo, ChatReply, Message, Sampling
 from agent_py.page.settings import PageSettings
 from agent_py.plan import (
     PlanSchema,
@@ -198,6 +198,29 @@ def test_only_a_loop_that_reached_the_bound_is_cut() -> None:
     _, cut = cut_runaway_inputs(plan_of(code_loop), shape)
     # The loop starts where the text starts repeating itself: at the quote that ends 'hello.
     assert cut == {"s1": "return 'hello"}
+
+
+async def test_a_generation_that_starts_over_until_its_budget_keeps_the_first_pass() -> None:
+    looping = "Dear Ann,\n\nHappy birthday!\n\nDear Ann,\n\nHappy birth"
+    refrain = "Row, row.\n\nGently.\n\nRow, row."
+    for reply, answer in (
+        (ChatReply(text=looping, finish_reason="length"), "Dear Ann,\n\nHappy birthday!"),
+        (ChatReply(text=refrain, finish_reason="stop"), refrain),  # ended by the model
+    ):
+        llm = ScriptedLLM.replaying(
+            {
+                "plan": plan_reply([input_step("s1", "llm_generator", "Greet Ann.")]),
+                "generate": reply,
+            }
+        )
+        agent, sink = make_agent(llm, config=SMALL_CONFIG)
+
+        result = await agent.task("Greet Ann.")
+
+        assert result.state is AgentState.COMPLETED
+        assert result.answer == answer
+        progress = of_type(sink.events, EventType.STEP_PROGRESS)
+        assert len(progress) == (1 if reply.finish_reason == "length" else 0)
 
 
 async def test_worked_examples_come_before_the_task_as_earlier_turns() -> None:
