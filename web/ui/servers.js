@@ -13,10 +13,16 @@ const TOOLS_SHOWN = 8;
 export function loadServers() {
   try {
     const stored = JSON.parse(localStorage.getItem(STORAGE_KEY) || "[]");
-    return Array.isArray(stored) ? stored.filter((s) => s && typeof s.name === "string") : [];
+    return Array.isArray(stored) ? withDefaults(stored.filter((s) => s && typeof s.name === "string")) : [];
   } catch {
     return [];
   }
+}
+
+/** Servers as the panel keeps them: what a list leaves out (written by hand, by a test or by
+ * an older page) takes the form's defaults. */
+function withDefaults(servers) {
+  return servers.map((server) => ({ transport: "auto", enabled: true, token: "", ...server }));
 }
 
 function saveServers(servers) {
@@ -113,7 +119,7 @@ export class ServersPanel {
 
   /** Replaces the whole list (scripts and tests); same effect as editing it by hand. */
   setServers(servers) {
-    this.#servers = servers.map((server) => ({ transport: "auto", enabled: true, token: "", ...server }));
+    this.#servers = withDefaults(servers);
     this.#changed();
   }
 
