@@ -196,11 +196,8 @@ class PageAgent:
             stored = json.dumps(json.dumps(settings))
             self.page.add_init_script(f"localStorage.setItem('agent_py.settings', {stored})")
             if self.mcp_servers is not None:
-                saved = [
-                    {"transport": "auto", "enabled": True, "token": "", **server}
-                    for server in self.mcp_servers
-                ]
-                servers = json.dumps(json.dumps(saved))
+                # As the servers panel saves them (it fills in what a server leaves out).
+                servers = json.dumps(json.dumps(self.mcp_servers))
                 self.page.add_init_script(
                     f"localStorage.setItem('agent_py.mcp_servers', {servers})"
                 )
@@ -211,6 +208,8 @@ class PageAgent:
             self.engine = self.page.evaluate("window.agentApp.engine") or {}
             if self.page.evaluate("document.body.dataset.status") == "ready":
                 self._wait_for_servers(self.mcp_servers or [])
+                if self.usable:
+                    self._wait_for_preparation()
         except BaseException:
             self._stack.close()
             raise
@@ -291,6 +290,21 @@ class PageAgent:
                 f'#mcp-server-list li[data-server="{server["name"]}"]'
                 ':is([data-state="connected"], [data-state="error"])'
             ).wait_for(timeout=int(timeout_s * 1000))
+
+    def _wait_for_preparation(self, timeout_s: float = 900) -> None:
+        """Wait for the boot's preparation of the model: the planner's prompt restored from
+        the saved state, or prefilled and saved for the next run. A task sent before it
+        would prefill that prompt itself, unsaved, and the next run would start cold (the
+        page skips a preparation that a run has overtaken). Nobody types here, so the wait
+        costs the task nothing; past ``timeout_s`` (a hang guard) the task goes anyway."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+        try:
+            self.page.wait_for_function(
+                "window.agentApp.prepared != null", timeout=int(timeout_s * 1000), polling=100
+            )
+        except PlaywrightTimeoutError:
+            return
 
     def run(
         self,
