@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -187,12 +187,28 @@ class Agent:
         self._session_started = state.started
         self._session_active = state.active
 
-    async def task(self, question: str) -> RunResult:
-        """Run ``question`` to an answer. Never raises for a failed run: see ``state``."""
+    async def task(
+        self, question: str, *, first: Callable[[], Awaitable[None]] | None = None
+    ) -> RunResult:
+        """Run ``question`` to an answer. Never raises for a failed run: see ``state``.
+
+        ``first``: awaited before the turn begins (the page waits there for servers still
+        connecting, and takes their tools). A :meth:`cancel` meanwhile ends the turn as
+        cancelled, with nothing planned."""
         if self._running is not None:
             raise RuntimeError("this agent is already running a task")
         self._running = asyncio.current_task()
         self._cancel_requested = False
+        stopped_first = False
+        if first is not None:
+            try:
+                await first()
+            except asyncio.CancelledError:
+                if not self._cancel_requested or self._running is None:
+                    self._running = None
+                    raise
+                self._running.uncancel()
+                stopped_first = True
         self.recorder.turn += 1
         self._session_active = True
         if not self._session_started:
@@ -211,8 +227,11 @@ class Agent:
         cancelled_from_outside = False
         earlier = turns_that_fit(self.earlier, self.config.context_window // EARLIER_TURNS_SHARE)
         try:
-            await self._planner().run(question, run, earlier_turns=earlier)
-            state = AgentState.COMPLETED
+            if stopped_first:
+                state, error = AgentState.CANCELLED, "stopped by the user"
+            else:
+                await self._planner().run(question, run, earlier_turns=earlier)
+                state = AgentState.COMPLETED
         except asyncio.CancelledError:
             state, error = AgentState.CANCELLED, "stopped by the user"
             if self._cancel_requested and self._running is not None:

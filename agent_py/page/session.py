@@ -179,10 +179,15 @@ class PageSession:
         """Run one task; returns the RunResult as JSON. Events stream through ``emit``.
 
         Servers still connecting are waited for, at most ``SERVERS_WAIT_S``: a slower one
-        joins from the next run."""
-        await self.servers.settled(SERVERS_WAIT_S)
+        joins from the next run. Stop works during that wait too (the turn ends cancelled)."""
+        agent = self._ensure_agent()
+
+        async def with_servers_settled() -> None:
+            await self.servers.settled(SERVERS_WAIT_S)
+            self._agent_with_current_tools()
+
         try:
-            result = await self._agent_with_current_tools().task(question)
+            result = await agent.task(question, first=with_servers_settled)
         finally:
             # The Python sandbox lives for one run: stopped or done, its worker ends.
             await self._python.close()

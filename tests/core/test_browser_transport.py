@@ -398,6 +398,36 @@ async def test_a_run_sent_while_a_server_connects_waits_for_its_tools() -> None:
     await page.close()
 
 
+async def test_stop_while_a_run_waits_for_a_server_ends_it_cancelled_with_nothing_planned() -> None:
+    bridge = PageBridge([add_plan("calc__add"), "<status>done</status><final>5</final>"])
+    http = FakeHttp(mcp_server)
+    http.hold_start = asyncio.Event()
+    page = PageSession(bridge, http=http)
+    await page.configure(PageSettings(residency="keep_warm").model_dump_json())
+    calc = [{"name": "calc", "url": URL, "transport": "fetch"}]
+    connecting = asyncio.create_task(page.configure_servers(json.dumps(calc)))
+    running = asyncio.create_task(page.run("2 + 3?"))
+    for _ in range(20):  # the run waits for the server, whose requests are held
+        await asyncio.sleep(0)
+    assert not running.done()
+
+    page.cancel()
+    result = json.loads(await running)
+
+    assert result["state"] == "cancelled"
+    assert result["error"] == "stopped by the user"
+    assert result["steps"] == []
+    assert len(bridge.replies) == 2  # the model was never asked
+    final = next(e for e in bridge.events if e["type"] == "final")
+    assert final["meta"]["state"] == "cancelled"
+    http.hold_start.set()
+    await connecting
+    # The next run goes on as usual, with the server's tool.
+    again = json.loads(await page.run("2 + 3?"))
+    assert again["state"] == "completed" and again["steps"][0]["output"] == "5"
+    await page.close()
+
+
 async def test_a_server_slower_than_the_wait_joins_from_the_next_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
