@@ -121,8 +121,11 @@ class StepExecutor:
         earlier: list[StepOutcome],
         memory: CallMemory,
         step_ids: frozenset[str] = frozenset(),
+        *,
+        code_call: bool = False,
     ) -> StepOutcome:
-        """Run ``step``; ``step_ids`` are the ids of every planned step, for references."""
+        """Run ``step``; ``step_ids`` are the ids of every planned step, for references.
+        ``code_call``: a tool that takes code gets it from a code call (as ``fenced_code``)."""
         started = time.perf_counter()
         self.recorder.emit(
             EventType.STEP_STARTED,
@@ -136,7 +139,9 @@ class StepExecutor:
         try:
             if tool is None:
                 raise ToolError(self.registry.unknown_tool_message(step.tool_name))
-            await self._call(tool, step, task, question, earlier, memory, step_ids, outcome)
+            await self._call(
+                tool, step, task, question, earlier, memory, step_ids, outcome, code_call
+            )
         except AgentError as exc:  # the one way out of a failed step: its message
             outcome.result = ToolResult(str(exc), is_error=True)
         except Exception as exc:  # a bug of ours in one step must not sink the others
@@ -155,6 +160,7 @@ class StepExecutor:
         memory: CallMemory,
         step_ids: frozenset[str],
         outcome: StepOutcome,
+        code_call: bool = False,
     ) -> None:
         results = {o.step.step_id: o.result for o in earlier}
         failed = [ref for ref in step_references(step) if ref in results and results[ref].is_error]
@@ -175,7 +181,11 @@ class StepExecutor:
         limit = max(self.tool_timeout_s, self.model.timeout_s) if tool.uses_model else None
         call = ToolCall(tool, ctx, timeout_s=limit or self.tool_timeout_s, examples=self.examples)
         arguments, why_not = call.literal_arguments(step.arguments, results, step_ids, step.input)
-        write_code = self.fenced_code and tool.code_language is not None and not step.arguments
+        write_code = (
+            (self.fenced_code or code_call)
+            and tool.code_language is not None
+            and not step.arguments
+        )
         if write_code:
             arguments, why_not = None, f"{tool.name} gets its code from a code call"
         # The model unit covers model work only: under per_step, a tool that does not ask
@@ -217,6 +227,18 @@ class StepExecutor:
                 arguments=arguments,
             )
             outcome.result = await call.act(arguments)
+
+    def code_from_plan(self, outcome: StepOutcome) -> bool:
+        """Whether the step's tool takes code and the code came from the plan's input (not
+        from a model call of the step's own)."""
+        tool = self.registry.get(outcome.step.tool_name)
+        return (
+            tool is not None
+            and tool.code_language is not None
+            and not outcome.step.arguments
+            and not outcome.thought
+            and outcome.arguments is not None
+        )
 
     def _digest_for_arguments(self, earlier: list[StepOutcome]) -> str:
         # Leave room for the instructions and the tool's schema around the results.

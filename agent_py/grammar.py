@@ -44,6 +44,19 @@ def compact_grammar(schema: dict[str, Any], max_chars: int = 2_000) -> str | Non
     return "\n".join(f"{name} ::= {body}" for name, body in rules.items())
 
 
+def fenced_code_grammar(fence: str) -> str:
+    """A reply that is one fenced code block and nothing else: the opening fence (with
+    ``fence``, such as ``javascript``), lines of code, and the closing fence, where the reply
+    ends. A small model otherwise writes a sentence before the block and an invented
+    ``Output: ...`` after it, every token of which is decoded for nothing."""
+    return "\n".join(
+        [
+            f'root ::= {_literal(f"```{fence}")} "\\n" line* "```"',
+            'line ::= ([^`\\n] [^\\n]* | "`" [^`\\n] [^\\n]* | "``" [^`\\n] [^\\n]*)? "\\n"',
+        ]
+    )
+
+
 def _rule(schema: Any, rules: dict[str, str], name: str, max_chars: int) -> str:
     if not isinstance(schema, dict):
         raise _Unsupported

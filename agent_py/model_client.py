@@ -110,12 +110,20 @@ class ModelClient:
         tool: str | None = None,
         step: str | None = None,
         sampling: Sampling | None = None,
+        grammar: str | None = None,
     ) -> str:
         """Send ``messages`` and return the reply's text without its ``<think>`` blocks.
 
-        ``sampling`` replaces the client's own for this call."""
+        ``sampling`` replaces the client's own for this call. ``grammar``: a GBNF grammar
+        for a reply without a schema, for engines that take one (the others ignore it)."""
         reply = await self.reply(
-            messages, purpose, schema=schema, tool=tool, step=step, sampling=sampling
+            messages,
+            purpose,
+            schema=schema,
+            tool=tool,
+            step=step,
+            sampling=sampling,
+            grammar=grammar,
         )
         return reply.text
 
@@ -128,6 +136,7 @@ class ModelClient:
         tool: str | None = None,
         step: str | None = None,
         sampling: Sampling | None = None,
+        grammar: str | None = None,
     ) -> ChatReply:
         """Like :meth:`ask`, with why the reply ended (``finish_reason``) and its usage."""
         max_tokens = self.budgets.for_purpose(purpose)
@@ -152,7 +161,7 @@ class ModelClient:
             grammar=(
                 compact_grammar(schema, max_chars=max_tokens * 4)
                 if schema is not None and self.compact_json
-                else None
+                else grammar
             ),
             on_token=on_token,
         )

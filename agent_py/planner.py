@@ -169,6 +169,10 @@ class PlanAndRethink:
                     for step in task.steps
                 ]
             )
+            if self.strategy.code_call_after_failure:
+                last = await self._code_written_again(
+                    last, task, step_question, earlier, memory, step_ids
+                )
             run.outcomes.extend(last)
             memory.remember(last)
             succeeded = all(o.ok for o in last)
@@ -306,6 +310,37 @@ class PlanAndRethink:
                 plan=edited.model_dump(exclude_none=True),
             )
             return edited
+
+    async def _code_written_again(
+        self,
+        outcomes: list[StepOutcome],
+        task: TaskSchema,
+        question: str,
+        earlier: list[StepOutcome],
+        memory: CallMemory,
+        step_ids: frozenset[str],
+    ) -> list[StepOutcome]:
+        """The task's outcomes, with each failed step whose code came from the plan run
+        once more with its code from a code call (Strategy.code_call_after_failure)."""
+        again = [o for o in outcomes if not o.ok and self.executor.code_from_plan(o)]
+        if not again:
+            return outcomes
+        self.recorder.emit(
+            EventType.REFLECTION,
+            "code from the plan failed: writing it again in a separate call: "
+            + ", ".join(o.step.step_id for o in again),
+            task=task.task_id,
+            status=RethinkStatus.CONTINUE.value,
+            skipped=True,
+        )
+        redone = await run_together(
+            [
+                self.executor.run(o.step, task, question, earlier, memory, step_ids, code_call=True)
+                for o in again
+            ]
+        )
+        by_id = {o.step.step_id: o for o in redone}
+        return [by_id.get(o.step.step_id, o) for o in outcomes]
 
     async def _retry_plan(
         self, conversation: list[Message], outcomes: list[StepOutcome]

@@ -63,6 +63,10 @@ class Strategy(BaseModel):
     """A step whose tool takes source code (``ToolBase.code_language``) gets it from a
     separate call that asks for a fenced code block in plain text, not from the plan's
     JSON string (where quotes must be escaped and small models lose the thread)."""
+    code_call_after_failure: bool = False
+    """A failed step whose code came from the plan runs once more, with its code from a
+    separate call as ``fenced_code`` asks for it, before any corrected plan. A corrected plan
+    in the same conversation mostly repeats the failed code; a fresh framing is another draw."""
     answer_from_single_step: bool = False
     """When the last task is one successful step, its result is the answer (no answer
     call). With skip_rethink_on_success, a one-step task then costs one model call."""
@@ -106,6 +110,7 @@ SMALL = ModelProfile(
         rethink_after_failure=False,
         replan_after_failure=True,
         retry_temperature=0.8,
+        code_call_after_failure=True,
         answer_from_single_step=True,
         compact_json=True,
     ),

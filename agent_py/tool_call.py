@@ -18,6 +18,7 @@ from typing import Any
 from agent_py import references
 from agent_py.concurrency import run_abandonable
 from agent_py.errors import InvalidArgumentsError, ReplyParseError
+from agent_py.grammar import fenced_code_grammar
 from agent_py.llm import CallPurpose, Message
 from agent_py.parsing import extract_json
 from agent_py.prompts import examples, render
@@ -223,6 +224,7 @@ class ToolCall:
             tool=self.tool.name,
             step=self.ctx.step_id,
             sampling=self.ctx.model.sampling,  # code copies the question's values: no DRY
+            grammar=fenced_code_grammar(language.lower()),
         )
         code = fenced_block(reply)
         if not code:

@@ -11,6 +11,7 @@ import pytest
 from support import EchoTool, calls_for, default_tools, make_agent, of_type, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, EventType, PlanShape, ScriptedLLM
+from agent_py.grammar import fenced_code_grammar
 from agent_py.llm import CallInfo, ChatReply, Message, Sampling
 from agent_py.page.settings import PageSettings
 from agent_py.plan import (
@@ -23,6 +24,8 @@ from agent_py.plan_prompts import nearest_example_turns, plan_example_turns, pla
 from agent_py.profiles import FULL, SMALL, Strategy, profile_for
 from agent_py.tools.registry import ToolRegistry
 
+# The small strategy without its code call after failed code, for tests of the corrected plan.
+REPLAN = SMALL.strategy.model_copy(update={"code_call_after_failure": False})
 SMALL_CONFIG = AgentConfig(
     plan_shape=SMALL.plan_shape, strategy=SMALL.strategy, budgets=SMALL.budgets
 )
@@ -355,7 +358,7 @@ async def test_without_rethink_after_failure_a_failed_run_costs_no_reflection() 
     llm = ScriptedLLM.replaying(
         {"plan": plan_reply([input_step("s1", "javascript_execute", "throw new Error('no')")])}
     )
-    strategy = SMALL.strategy.model_copy(
+    strategy = REPLAN.model_copy(
         update={"rethink_after_failure": False, "replan_after_failure": False}
     )
     agent, sink = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
@@ -394,7 +397,7 @@ async def test_a_failed_step_gets_one_corrected_plan_under_the_plan_grammar() ->
         return plan_reply([input_step("s1", "javascript_execute", code)])
 
     llm = ScriptedLLM(plan)
-    strategy = SMALL.strategy.model_copy(update={"replan_after_failure": True})
+    strategy = REPLAN.model_copy(update={"replan_after_failure": True})
     agent, _ = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
 
     result = await agent.task("two to the tenth")
@@ -425,7 +428,7 @@ async def test_the_corrected_plan_is_asked_for_once() -> None:
     llm = ScriptedLLM.replaying(
         {"plan": plan_reply([input_step("s1", "javascript_execute", "throw new Error('x')")])}
     )
-    strategy = SMALL.strategy.model_copy(
+    strategy = REPLAN.model_copy(
         update={"replan_after_failure": True, "rethink_after_failure": False}
     )
     agent, _ = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
@@ -443,7 +446,7 @@ async def test_the_corrected_plan_is_sampled_at_the_retry_temperature() -> None:
     )
     config = SMALL_CONFIG.model_copy(
         update={
-            "strategy": SMALL.strategy.model_copy(update={"retry_temperature": 0.8}),
+            "strategy": REPLAN.model_copy(update={"retry_temperature": 0.8}),
             "sampling": Sampling(temperature=0.0, top_k=40),
         }
     )
@@ -489,7 +492,7 @@ async def test_fenced_code_comes_from_a_plain_text_call_and_runs() -> None:
             "arguments": arguments,
         }
     )
-    strategy = SMALL.strategy.model_copy(update={"fenced_code": True})
+    strategy = REPLAN.model_copy(update={"fenced_code": True})
     agent, _ = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
 
     result = await agent.task("Use JavaScript to compute 2 to the power of 10.")
@@ -498,9 +501,57 @@ async def test_fenced_code_comes_from_a_plain_text_call_and_runs() -> None:
     assert result.steps[0].arguments == {"code": "console.log(Math.pow(2, 10));"}
     assert result.stats.model_calls == {"plan": 1, "arguments": 1}
     call = llm.calls[1][1]
-    assert call.schema is None and call.grammar is None  # plain text, no JSON around code
+    assert call.schema is None  # plain text, no JSON around code
+    assert call.grammar == fenced_code_grammar("javascript")  # one block, ended at its fence
     assert "```javascript" in seen[0][0]["content"]
     assert seen[0][1]["content"].startswith("Use JavaScript to compute 2 to the power of 10.")
+
+
+async def test_failed_code_from_the_plan_is_written_again_in_a_code_call_before_a_replan() -> None:
+    codes: list[str] = []
+
+    def arguments(messages: list[Message], call: CallInfo) -> str:
+        codes.append(messages[-1]["content"])
+        return "```javascript\nreturn Math.max(17, 56, 8, 23);\n```"
+
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([input_step("s1", "javascript_execute", "return max(17, 56);")]),
+            "arguments": arguments,
+        }
+    )
+    agent, sink = make_agent(llm, config=SMALL_CONFIG)
+
+    result = await agent.task("Use JavaScript to find the largest of 17, 56, 8 and 23.")
+
+    assert result.state is AgentState.COMPLETED and result.answer == "56"
+    assert result.stats.model_calls == {"plan": 1, "arguments": 1}  # no corrected plan
+    assert codes[0].startswith("Use JavaScript to find the largest")  # a fresh framing
+    failed = of_type(sink.events, EventType.STEP_FAILED)
+    assert [e.step for e in failed] == ["s1"] and "max is not defined" in failed[0].content
+    note = of_type(sink.events, EventType.REFLECTION)[0]
+    assert note.content.endswith("writing it again in a separate call: s1")
+    assert [s.step_id for s in result.steps] == ["s1"]  # the second run replaced the first
+
+
+async def test_when_the_code_call_fails_too_a_corrected_plan_follows() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": [
+                plan_reply([input_step("s1", "javascript_execute", "return max(17, 56);")]),
+                plan_reply([input_step("s2", "javascript_execute", "return Math.max(17, 56);")]),
+            ],
+            "arguments": "```javascript\nreturn maxOf(17, 56);\n```",
+        }
+    )
+    agent, _ = make_agent(llm, config=SMALL_CONFIG)
+
+    result = await agent.task("Use JavaScript to find the larger of 17 and 56.")
+
+    assert result.state is AgentState.COMPLETED and result.answer == "56"
+    assert result.stats.model_calls == {"plan": 2, "arguments": 1}
+    assert FULL.strategy.code_call_after_failure is False
+    assert SMALL.strategy.code_call_after_failure is True
 
 
 def test_a_reply_without_a_fence_is_taken_whole() -> None:
@@ -522,7 +573,7 @@ async def test_code_that_hands_back_the_tasks_numbers_is_planned_again_never_an_
 ) -> None:
     """A small model's typical wrong step, `return [1234, 5678];` for a sum, is refused: the
     corrected plan hears why; a run whose code never computes ends failed, not with the list."""
-    strategy = SMALL.strategy.model_copy(update={"replan_after_failure": True})
+    strategy = REPLAN.model_copy(update={"replan_after_failure": True})
     seen: list[str] = []
 
     def plan(messages: list[Message], call: CallInfo) -> str:

@@ -22,9 +22,11 @@ from urllib.parse import urlsplit
 import jsonschema
 import pytest
 
+from agent_py.grammar import fenced_code_grammar
 from agent_py.parsing import parse_plan
 from agent_py.plan import PlanShape, plan_json_schema
 from agent_py.terminal import load_browser_config
+from agent_py.tool_call import fenced_block
 from tests.web.cpu_harness import INSTRUCT_MODEL, MODEL, CPUHarness, open_harness
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -409,6 +411,24 @@ def test_a_gguf_given_by_url_loads_with_its_own_template(cpu: CPUHarness) -> Non
     assert (loaded["template"]["source"], loaded["template"]["name"]) == ("gguf", "chatml")
     reply = cpu.chat(TEMPLATE_PROBE, model=url, max_tokens=1)
     assert 20 <= reply["usage"]["prompt_tokens"] <= 26
+
+
+def test_a_code_call_under_the_fenced_grammar_is_one_block_that_ends_at_its_fence(
+    cpu: CPUHarness,
+) -> None:
+    cpu.ensure_loaded(INSTRUCT_MODEL)
+    messages = [
+        {"role": "system", "content": "You write JavaScript. Reply with one code block."},
+        {"role": "user", "content": "Use JavaScript to add 2 and 3."},
+    ]
+    grammar = fenced_code_grammar("javascript")
+
+    reply = cpu.chat(messages, model=INSTRUCT_MODEL, max_tokens=120, grammar=grammar)
+
+    assert reply["finish_reason"] == "stop"  # the closing fence ended it, not the budget
+    assert reply["text"].startswith("```javascript\n") and reply["text"].endswith("\n```")
+    assert reply["text"].count("```") == 2
+    assert fenced_block(reply["text"]).strip()
 
 
 def _planner_prefix(rule: str) -> list[dict[str, str]]:
