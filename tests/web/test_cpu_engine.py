@@ -470,6 +470,29 @@ def test_a_prefilled_state_is_saved_and_a_new_engine_restores_it(cpu: CPUHarness
     assert reply["usage"]["cached_prompt_tokens"] >= total - 8
 
 
+def test_the_prefilled_prompt_comes_back_after_another_call_took_the_cache(
+    cpu: CPUHarness,
+) -> None:
+    # A code call or a generation between two plan calls fills the one cache with its own
+    # prompt; the engine puts the prefilled state back rather than compute the planner's
+    # prompt again, with the same floats, so the same reply.
+    cpu.ensure_loaded(INSTRUCT_MODEL)
+    prefix = _planner_prefix("check each answer.")
+    call = {"model": INSTRUCT_MODEL, "purpose": "plan", "max_tokens": 64}
+    total = cpu.call("([m, c]) => cpu.prefill(m, c)", [prefix, call])["usage"]["prompt_tokens"]
+    task = [prefix[0], {"role": "user", "content": "Task: compute 6 * 7."}]
+    in_place = cpu.chat(task, model=INSTRUCT_MODEL, max_tokens=8)
+
+    other = cpu.chat(
+        [{"role": "user", "content": "Say one word."}], model=INSTRUCT_MODEL, max_tokens=4
+    )
+    assert other["usage"]["cached_prompt_tokens"] < 10  # it took the cache
+    again = cpu.chat(task, model=INSTRUCT_MODEL, max_tokens=8)
+
+    assert again["usage"]["cached_prompt_tokens"] >= total - 8
+    assert again["text"] == in_place["text"]
+
+
 DAMAGE = """async ([key, damage]) => {
     const cache = await caches.open("agent-py-kv-state-v1");
     const saved = await (await cache.match(key)).arrayBuffer();

@@ -95,6 +95,11 @@ export class CpuEngine {
     this.modelBytes = 0;
     this.counts = { reloads: 0, unloads: 0 };
     this.preloading = null; // {model, settled}: a load started ahead of the first reload
+    // The last prefill's state (the planner's prompt), kept to put back when another call
+    // (a code call, a generation) has taken the cache: {prompt, bytes}. `cachedText` is
+    // what the cache holds now, as text: the last prompt and its reply ("" when unknown).
+    this.pinned = null;
+    this.cachedText = "";
     this.calls = new Map(); // id -> {resolve, reject, onEvent}
     this.generations = new Set(); // ids of running generations
     this.nextId = 1;
@@ -203,6 +208,8 @@ export class CpuEngine {
     this.loadedUrl = null;
     this.template = null;
     this.modelInfo = null;
+    this.pinned = null;
+    this.cachedText = "";
     if (!worker) return;
     // Running generations end at their next step; then the worker (and all its memory) goes.
     this.interrupt(worker);
@@ -225,7 +232,25 @@ export class CpuEngine {
   async chat(messages, call, onToken) {
     this.checkLoaded(call);
     const prompt = await this.format(messages);
+    await this.restorePinned(prompt);
     return this.generate(prompt, call, onToken);
+  }
+
+  /**
+   * Put the last prefill's state back when `prompt` shares more of it than of what the cache
+   * holds now: a code call or a generation took the cache, and the planner's next call would
+   * otherwise compute its whole prompt again (about 1,200 tokens, 5-7 s on two cores) where
+   * a restore takes a fraction of a second. The floats are those computed, so answers do not
+   * change.
+   */
+  async restorePinned(prompt) {
+    if (!this.pinned) return;
+    const gain = sharedLength(prompt, this.pinned.prompt) - sharedLength(prompt, this.cachedText);
+    if (gain < PIN_MIN_GAIN_CHARS) return;
+    this.cachedText = "";
+    // A copy: the request transfers its bytes to the engine's worker.
+    await this.request("restore", { bytes: this.pinned.bytes.slice(0) });
+    this.cachedText = this.pinned.prompt;
   }
 
   /**
@@ -243,9 +268,10 @@ export class CpuEngine {
     let restored = 0;
     let warning = null;
     const saved = key ? await readState(key) : null;
+    this.pinned = null;
     if (saved) {
       try {
-        restored = await this.request("restore", { bytes: saved });
+        restored = await this.request("restore", { bytes: saved.slice(0) });
       } catch (error) {
         warning = `The saved model state was ignored (${error.message}); computing it again.`;
         console.warn(`[cpu engine] ${warning}`);
@@ -255,9 +281,12 @@ export class CpuEngine {
     const reply = await this.generate(prompt, prefillCall, null, onProgress);
     const usage = { ...reply.usage, restored_tokens: restored, state: restored ? "restored" : "unsaved" };
     if (warning) usage.state_warning = warning;
-    if (!restored && key && reply.finish_reason !== "abort") {
+    if (reply.finish_reason === "abort") return usage;
+    const bytes = restored ? saved : await this.request("save");
+    this.pinned = { prompt, bytes };
+    if (!restored && key) {
       try {
-        await writeState(key, await this.request("save"));
+        await writeState(key, bytes);
         usage.state = "saved";
       } catch (error) {
         console.warn(`[cpu engine] the model's state was not saved: ${error.message}`);
@@ -321,12 +350,14 @@ export class CpuEngine {
       }
     };
     let summary;
+    this.cachedText = "";
     try {
       summary = await this.request("generate", { prompt, params, batch: this.options.promptBatch }, onEvent, true);
     } catch (error) {
       throw chatError(error);
     }
     const { finish_reason: finish, ...usage } = summary;
+    this.cachedText = prompt + text;
     return { text, finish_reason: finish, usage };
   }
 
@@ -392,6 +423,17 @@ export class CpuEngine {
     worker.postMessage({ id, op, args }, transfer);
     return result;
   }
+}
+
+// Put the prefilled state back only for a gain of this much prompt text (about 100 tokens).
+const PIN_MIN_GAIN_CHARS = 400;
+
+/** How many leading characters two texts share. */
+function sharedLength(a, b) {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
+  return i;
 }
 
 let buildPromise = null;
