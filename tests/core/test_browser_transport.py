@@ -372,9 +372,18 @@ async def test_removed_servers_take_their_tools_out_of_the_next_run() -> None:
     await page.close()
 
 
-async def test_a_run_sent_while_a_server_connects_waits_for_its_tools() -> None:
-    """Right after the page opens the saved servers connect; a task sent meanwhile plans
-    with their tools, not without them."""
+@dataclass
+class RunDuringConnect:
+    bridge: PageBridge
+    http: FakeHttp
+    page: PageSession
+    connecting: asyncio.Task[str]
+    running: asyncio.Task[str]
+
+
+async def run_while_a_server_connects() -> RunDuringConnect:
+    """A page whose saved server is connecting (its requests held) and a run sent meanwhile,
+    both under way."""
     bridge = PageBridge([add_plan("calc__add"), "<status>done</status><final>5</final>"])
     http = FakeHttp(mcp_server)
     http.hold_start = asyncio.Event()
@@ -386,46 +395,43 @@ async def test_a_run_sent_while_a_server_connects_waits_for_its_tools() -> None:
     for _ in range(20):  # both get going: the server's requests are held
         await asyncio.sleep(0)
     assert http.requests and not running.done()
-    assert bridge.events == []  # the run waits for the server: nothing planned yet
-    http.hold_start.set()
-    result = json.loads(await running)
-    await connecting
+    return RunDuringConnect(bridge, http, page, connecting, running)
+
+
+async def test_a_run_sent_while_a_server_connects_waits_for_its_tools() -> None:
+    """Right after the page opens the saved servers connect; a task sent meanwhile plans
+    with their tools, not without them."""
+    setup = await run_while_a_server_connects()
+    assert setup.bridge.events == []  # the run waits for the server: nothing planned yet
+    setup.http.hold_start.set()
+    result = json.loads(await setup.running)
+    await setup.connecting
 
     assert result["state"] == "completed"
     assert result["steps"][0]["output"] == "5"
-    session_start = next(e for e in bridge.events if e["type"] == "session_start")
+    session_start = next(e for e in setup.bridge.events if e["type"] == "session_start")
     assert "calc__add" in session_start["meta"]["tools"]
-    await page.close()
+    await setup.page.close()
 
 
 async def test_stop_while_a_run_waits_for_a_server_ends_it_cancelled_with_nothing_planned() -> None:
-    bridge = PageBridge([add_plan("calc__add"), "<status>done</status><final>5</final>"])
-    http = FakeHttp(mcp_server)
-    http.hold_start = asyncio.Event()
-    page = PageSession(bridge, http=http)
-    await page.configure(PageSettings(residency="keep_warm").model_dump_json())
-    calc = [{"name": "calc", "url": URL, "transport": "fetch"}]
-    connecting = asyncio.create_task(page.configure_servers(json.dumps(calc)))
-    running = asyncio.create_task(page.run("2 + 3?"))
-    for _ in range(20):  # the run waits for the server, whose requests are held
-        await asyncio.sleep(0)
-    assert not running.done()
+    setup = await run_while_a_server_connects()
 
-    page.cancel()
-    result = json.loads(await running)
+    setup.page.cancel()
+    result = json.loads(await setup.running)
 
     assert result["state"] == "cancelled"
     assert result["error"] == "stopped by the user"
     assert result["steps"] == []
-    assert len(bridge.replies) == 2  # the model was never asked
-    final = next(e for e in bridge.events if e["type"] == "final")
+    assert len(setup.bridge.replies) == 2  # the model was never asked
+    final = next(e for e in setup.bridge.events if e["type"] == "final")
     assert final["meta"]["state"] == "cancelled"
-    http.hold_start.set()
-    await connecting
+    setup.http.hold_start.set()
+    await setup.connecting
     # The next run goes on as usual, with the server's tool.
-    again = json.loads(await page.run("2 + 3?"))
+    again = json.loads(await setup.page.run("2 + 3?"))
     assert again["state"] == "completed" and again["steps"][0]["output"] == "5"
-    await page.close()
+    await setup.page.close()
 
 
 async def test_a_server_slower_than_the_wait_joins_from_the_next_run(
