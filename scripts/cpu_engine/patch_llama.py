@@ -54,6 +54,65 @@ FLASH_ATTENTION_ONE_PROMPT_PATH = (
     "                                neq1 >= 2); // agent_py (scripts/cpu_engine/patch_llama.py): every prompt batch",
 )
 
+# The tiled path computes whole tiles of 64 queries, padded with zero rows, whatever the batch
+# holds: a batch of five tokens (the text a grammar forces, written in one batch by the engine;
+# agent_llama.cpp) cost as much attention as 64, and a prompt's last tile of a few tokens as
+# much as a full one. The products, the scaling and the softmax now cover the tile's real rows
+# only. Exact: a row's sums add the same products in the same order (simd_gemm computes a tail
+# row with the same sequence as a row of a 4-row tile), and padded rows were never read.
+FLASH_ATTENTION_REAL_ROWS_SCORES = (
+    "ggml/src/ggml-cpu/ops.cpp",
+    """            memset(KQ, 0, Q_TILE_SZ * KV_TILE_SZ * sizeof(float));
+            simd_gemm(KQ, (const float *)Q_q, K_f32, Q_TILE_SZ, DK, KV_TILE_SZ);
+            ggml_vec_scale_f32(Q_TILE_SZ * KV_TILE_SZ, KQ, scale);
+
+            if (logit_softcap != 0.0f) {
+                ggml_vec_tanh_f32(Q_TILE_SZ * KV_TILE_SZ, KQ, KQ);
+                ggml_vec_scale_f32(Q_TILE_SZ * KV_TILE_SZ, KQ, logit_softcap);
+            }
+
+            // Set padded KQ entries to -inf so softmax gives them zero weight
+            if (kv_tile < KV_TILE_SZ) {
+                for (int tq = 0; tq < Q_TILE_SZ; tq++) {""",
+    """            // agent_py (scripts/cpu_engine/patch_llama.py): the tile's real rows only
+            memset(KQ, 0, tile_rows * KV_TILE_SZ * sizeof(float));
+            simd_gemm(KQ, (const float *)Q_q, K_f32, tile_rows, DK, KV_TILE_SZ);
+            ggml_vec_scale_f32(tile_rows * KV_TILE_SZ, KQ, scale);
+
+            if (logit_softcap != 0.0f) {
+                ggml_vec_tanh_f32(tile_rows * KV_TILE_SZ, KQ, KQ);
+                ggml_vec_scale_f32(tile_rows * KV_TILE_SZ, KQ, logit_softcap);
+            }
+
+            // Set padded KQ entries to -inf so softmax gives them zero weight
+            if (kv_tile < KV_TILE_SZ) {
+                for (int tq = 0; tq < tile_rows; tq++) {""",
+)
+FLASH_ATTENTION_REAL_ROWS_SOFTMAX = (
+    "ggml/src/ggml-cpu/ops.cpp",
+    """            bool skip[Q_TILE_SZ] = {};
+
+            for (int tq = 0; tq < Q_TILE_SZ; tq++) {""",
+    """            bool skip[Q_TILE_SZ] = {};
+
+            for (int tq = 0; tq < tile_rows; tq++) { // agent_py: the real rows only""",
+)
+FLASH_ATTENTION_REAL_ROWS_VALUES = (
+    "ggml/src/ggml-cpu/ops.cpp",
+    """            for (int tq = 0; tq < Q_TILE_SZ; tq++) {
+                if (skip[tq]) {
+                    memset(KQ + tq * KV_TILE_SZ, 0, KV_TILE_SZ * sizeof(float));
+                }
+            }
+            simd_gemm(VKQ32, KQ, V32, Q_TILE_SZ, KV_TILE_SZ, DV);""",
+    """            for (int tq = 0; tq < tile_rows; tq++) { // agent_py: the real rows only
+                if (skip[tq]) {
+                    memset(KQ + tq * KV_TILE_SZ, 0, KV_TILE_SZ * sizeof(float));
+                }
+            }
+            simd_gemm(VKQ32, KQ, V32, tile_rows, KV_TILE_SZ, DV);""",
+)
+
 # Q4_1 weights times Q8_1 activations: SmolLM2's matrix products, most of prefill and decode in a
 # profile of the wasm build (`node --cpu-prof`). Our kernels replace ggml's wasm one:
 # - relaxed SIMD's 8-bit dot product where the build has it (-mrelaxed-simd, the engine's
@@ -672,6 +731,9 @@ MUL_MAT_ODD_COLUMNS_CHUNK = (
 CHANGES = [
     F32_CACHE_IN_FLASH_ATTENTION,
     FLASH_ATTENTION_ONE_PROMPT_PATH,
+    FLASH_ATTENTION_REAL_ROWS_SCORES,
+    FLASH_ATTENTION_REAL_ROWS_SOFTMAX,
+    FLASH_ATTENTION_REAL_ROWS_VALUES,
     Q4_1_KERNEL_TRAITS,
     Q4_1_KERNEL_HELPERS,
     Q4_1_KERNEL,
