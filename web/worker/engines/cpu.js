@@ -330,8 +330,9 @@ export class CpuEngine {
   async generate(prompt, call, onToken, onPromptProgress = null) {
     const params = { max_tokens: call.max_tokens, ...this.samplingOf(call.sampling) };
     if (call.grammar) {
-      // A GBNF grammar from the agent (agent_py/grammar.py): the schema's own bounds, and no
-      // whitespace between JSON tokens, which small models otherwise spend tokens on.
+      // A GBNF grammar from the agent (agent_py/grammar.py): the schema's own bounds, JSON on
+      // one line as the worked examples write it (small models otherwise spend tokens on
+      // newlines and indentation), and text it allows alone the engine writes unsampled.
       params.grammar = call.grammar;
     } else if (call.schema) {
       // llama.cpp turns the schema into a grammar; bound strings and arrays (maxLength,
