@@ -105,6 +105,9 @@ class Usage(BaseModel):
     cached_prompt_tokens: int | None = None
     """Prompt tokens whose KV cache an earlier call (or a prefill) left in place, so the
     engine did not compute them again; None where the engine does not say."""
+    forced_tokens: int | None = None
+    """Of ``completion_tokens``, those a grammar allowed alone, which the engine wrote
+    without sampling (the CPU engine); None where the engine does not say."""
 
 
 class ChatReply(BaseModel):

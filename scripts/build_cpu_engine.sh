@@ -69,7 +69,8 @@ link() {
   wasm_llama_libs "$variant"
   local link_flags=("${common_link_flags[@]}" "$@")
   # shellcheck disable=SC2086 # the flag lists are word lists
-  "${WASM_EMENV[@]}" em++ $WASM_CXXFLAGS -std=c++17 $LLAMA_INCLUDES -I"$LLAMA_SRC/common" \
+  # src/: llama-grammar.h, the grammar's stacks (the text a grammar forces, agent_llama.cpp)
+  "${WASM_EMENV[@]}" em++ $WASM_CXXFLAGS -std=c++17 $LLAMA_INCLUDES -I"$LLAMA_SRC/common" -I"$LLAMA_SRC/src" \
     -I"$LLAMA_SRC/vendor" -c "$SOURCE" -o "$tmp/$name.o"
   # shellcheck disable=SC2086
   "${WASM_EMENV[@]}" em++ $WASM_CXXFLAGS $WASM_LINK_FLAGS "$tmp/$name.o" $LLAMA_SCHEMA_LIB $LLAMA_LIBS \

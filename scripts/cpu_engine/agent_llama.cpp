@@ -7,6 +7,7 @@
 // leaves this file. Built by scripts/build_cpu_engine.sh; checked by scripts/cpu_engine/check.mjs.
 #include "llama.h"
 #include "json-schema-to-grammar.h"
+#include "llama-grammar.h"  // llama.cpp's internal grammar API: the stacks tell what text is forced
 
 #include <emscripten/emscripten.h>
 #include <nlohmann/json.hpp>
@@ -37,11 +38,14 @@ constexpr size_t MIN_PROMPT_BATCH = 2;
 
 struct generation {
     llama_sampler * chain = nullptr;
-    llama_sampler * grammar = nullptr;
+    llama_grammar * grammar = nullptr;
     std::vector<llama_token> pending;  // the prompt past its cached prefix, decoded by al_prefill
     size_t n_prefilled = 0;
     int max_tokens = -1;               // < 0: until end of generation or a full context
     int n_generated = 0;
+    int n_forced = 0;                  // of n_generated, tokens the grammar forced (not sampled)
+    bool write_forced = true;          // the "forced_text" parameter: write forced text unsampled
+    bool started = false;              // the text the grammar forces before any choice is out
     bool finished = false;
     std::string partial_utf8;          // bytes of a character whose rest is in the next token
     std::vector<llama_token_data> candidates;
@@ -172,7 +176,7 @@ void tokenize_into(std::vector<int32_t> & out, const std::string & text, bool ad
 
 void free_generation() {
     if (E.gen.chain) llama_sampler_free(E.gen.chain);
-    if (E.gen.grammar) llama_sampler_free(E.gen.grammar);
+    if (E.gen.grammar) llama_grammar_free_impl(E.gen.grammar);
     E.gen = generation();
     E.generating = false;
 }
@@ -237,7 +241,14 @@ int int_param(const json & params, const char * key, int fallback, int min_value
     return (int) value;
 }
 
-llama_sampler * make_grammar(const json & params) {
+bool bool_param(const json & params, const char * key, bool fallback) {
+    auto it = params.find(key);
+    if (it == params.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) throw engine_error(std::string("the parameter \"") + key + "\" must be true or false");
+    return it->get<bool>();
+}
+
+llama_grammar * make_grammar(const json & params) {
     std::string gbnf;
     auto g = params.find("grammar");
     auto s = params.find("schema");
@@ -254,7 +265,7 @@ llama_sampler * make_grammar(const json & params) {
     }
     if (gbnf.empty()) return nullptr;
     take_log_error();
-    llama_sampler * grammar = llama_sampler_init_grammar(E.vocab, gbnf.c_str(), "root");
+    llama_grammar * grammar = llama_grammar_init_impl(E.vocab, gbnf.c_str(), "root", false, nullptr, 0, nullptr, 0);
     if (!grammar) throw engine_error(with_log("the grammar is not valid GBNF with a rule \"root\""));
     return grammar;
 }
@@ -338,11 +349,11 @@ llama_token sample() {
 
     llama_token_data single = {id, 1.0f, 0.0f};
     llama_token_data_array one = {&single, 1, -1, false};
-    llama_sampler_apply(E.gen.grammar, &one);
+    llama_grammar_apply_impl(*E.gen.grammar, &one);
     if (one.data[0].logit != -INFINITY) return id;
 
     fill_candidates(cur);
-    llama_sampler_apply(E.gen.grammar, &cur);
+    llama_grammar_apply_impl(*E.gen.grammar, &cur);
     llama_sampler_apply(E.gen.chain, &cur);
     if (cur.selected < 0 || cur.data[cur.selected].logit == -INFINITY) {
         throw engine_error("the grammar allows no token here");
@@ -372,6 +383,84 @@ std::string token_piece(llama_token id) {
     std::string big(-n, '\0');
     n = llama_token_to_piece(E.vocab, id, big.data(), (int32_t) big.size(), 0, false);
     return n >= 0 ? big.substr(0, n) : std::string();
+}
+
+// --- text the grammar forces: appended without sampling, decoded in one batch ---
+//
+// Where a grammar allows one character only (a JSON key after its value, the rest of an enum
+// name, a closing fence), sampling chooses nothing: each such token would cost a whole
+// decode step. The engine writes that text itself and decodes it with the token before it,
+// in one batch, which costs about what one token does (decode reads every weight once,
+// whatever the batch). The text is tokenized as the prompt's own examples are, the sampled
+// token's piece and the forced text together, so the model sees its usual tokens.
+
+constexpr size_t MAX_FORCED_CHARS = 256;
+
+// The one character every parse of the grammar allows next; false when there is a choice
+// (or the grammar may end here, or a character is half read).
+bool forced_char(const llama_grammar & grammar, uint32_t & chr) {
+    if (grammar.partial_utf8.n_remain != 0 || grammar.stacks.empty()) return false;
+    bool first = true;
+    for (const auto & stack : grammar.stacks) {
+        if (stack.empty()) return false;  // the grammar may end here
+        const llama_grammar_element * e = stack.back();
+        if (e->type != LLAMA_GRETYPE_CHAR) return false;
+        if (e[1].type == LLAMA_GRETYPE_CHAR_ALT || e[1].type == LLAMA_GRETYPE_CHAR_RNG_UPPER) return false;
+        if (!first && e->value != chr) return false;
+        chr = e->value;
+        first = false;
+    }
+    return true;
+}
+
+void append_utf8(std::string & out, uint32_t c) {
+    if (c < 0x80) {
+        out += (char) c;
+    } else if (c < 0x800) {
+        out += (char) (0xC0 | (c >> 6));
+        out += (char) (0x80 | (c & 0x3F));
+    } else if (c < 0x10000) {
+        out += (char) (0xE0 | (c >> 12));
+        out += (char) (0x80 | ((c >> 6) & 0x3F));
+        out += (char) (0x80 | (c & 0x3F));
+    } else {
+        out += (char) (0xF0 | (c >> 18));
+        out += (char) (0x80 | ((c >> 12) & 0x3F));
+        out += (char) (0x80 | ((c >> 6) & 0x3F));
+        out += (char) (0x80 | (c & 0x3F));
+    }
+}
+
+// Advances the grammar over the text it forces from here and returns that text ("" if none).
+// The caller restores `grammar.stacks` if it does not use the text.
+std::string take_forced_text(llama_grammar & grammar) {
+    std::string text;
+    uint32_t chr = 0;
+    while (text.size() < MAX_FORCED_CHARS && forced_char(grammar, chr)) {
+        append_utf8(text, chr);
+        llama_grammar_accept(&grammar, chr);
+    }
+    return text;
+}
+
+// True when the grammar is complete and allows nothing more: the reply can only end here.
+bool grammar_done(const llama_grammar & grammar) {
+    if (grammar.partial_utf8.n_remain != 0) return false;
+    for (const auto & stack : grammar.stacks) {
+        if (!stack.empty()) return false;
+    }
+    return true;
+}
+
+// `text` as tokens whose pieces spell it exactly; empty when the tokenizer changes the text
+// (a tokenizer that adds a leading space, for one): such text is then sampled as before.
+std::vector<llama_token> exact_tokens(const std::string & text) {
+    std::vector<llama_token> tokens;
+    tokenize_into(tokens, text, false, false);
+    std::string spelled;
+    for (const llama_token t : tokens) spelled += token_piece(t);
+    if (spelled != text) tokens.clear();
+    return tokens;
 }
 
 // --- state format: "ALST", version, n_tokens, payload size, checksum, tokens, llama.cpp's bytes ---
@@ -584,11 +673,12 @@ EMSCRIPTEN_KEEPALIVE int al_begin(const char * prompt, const char * params_json)
         // Samplers first: a bad grammar or parameter must leave the cache as it was.
         generation gen;
         gen.max_tokens = max_tokens;
+        gen.write_forced = bool_param(params, "forced_text", true);
         try {
             gen.grammar = make_grammar(params);
             gen.chain = make_chain(params);
         } catch (...) {
-            if (gen.grammar) llama_sampler_free(gen.grammar);
+            if (gen.grammar) llama_grammar_free_impl(gen.grammar);
             throw;
         }
         E.gen = std::move(gen);
@@ -651,17 +741,53 @@ EMSCRIPTEN_KEEPALIVE int al_next() {
         if (g.max_tokens >= 0 && g.n_generated >= g.max_tokens) return finish();
         if ((int) E.cached.size() >= (int) llama_n_ctx(E.ctx)) return finish();
 
-        const llama_token id = sample();
-        llama_sampler_accept(g.chain, id);
-        if (llama_vocab_is_eog(E.vocab, id)) return finish();
-        if (g.grammar) llama_sampler_accept(g.grammar, id);
-        g.n_generated += 1;
+        // The tokens to decode next: a sampled one and the text the grammar forces after it,
+        // or, before the first choice, the text the grammar forces from its start.
+        std::vector<llama_token> step;
+        std::string text;
+        auto add_forced = [&] {
+            if (!g.grammar || !g.write_forced) return;
+            const llama_grammar_stacks before = g.grammar->stacks;
+            const std::string forced = take_forced_text(*g.grammar);
+            const std::vector<llama_token> joined = forced.empty() ? std::vector<llama_token>() : exact_tokens(text + forced);
+            const size_t room_budget = g.max_tokens < 0 ? SIZE_MAX : (size_t) (g.max_tokens - g.n_generated);
+            const size_t room_ctx = llama_n_ctx(E.ctx) - E.cached.size();
+            if (joined.empty() || joined.size() > std::min(room_budget, room_ctx)) {
+                g.grammar->stacks = before;
+                return;
+            }
+            g.n_forced += (int) (joined.size() - step.size());
+            step = joined;
+            text += forced;
+        };
+        if (!g.started) {
+            g.started = true;
+            add_forced();
+        }
+        if (step.empty()) {
+            const llama_token id = sample();
+            if (llama_vocab_is_eog(E.vocab, id)) {
+                llama_sampler_accept(g.chain, id);
+                return finish();
+            }
+            if (g.grammar) llama_grammar_accept_impl(*g.grammar, id);
+            step.push_back(id);
+            text = token_piece(id);
+            add_forced();
+        }
+        for (const llama_token t : step) llama_sampler_accept(g.chain, t);
+        g.n_generated += (int) step.size();
 
-        g.partial_utf8 += token_piece(id);
+        g.partial_utf8 += text;
         const size_t n = complete_utf8_prefix(g.partial_utf8);
         E.result = g.partial_utf8.substr(0, n);
         g.partial_utf8.erase(0, n);
-        decode(&id, 1);
+        // A complete grammar allows only the end: no need to compute what follows.
+        if (g.grammar && grammar_done(*g.grammar) && g.partial_utf8.empty()) {
+            g.finished = true;
+            return 1;
+        }
+        decode(step.data(), (int) step.size());
         return 1;
     });
 }
@@ -669,6 +795,7 @@ EMSCRIPTEN_KEEPALIVE int al_next() {
 EMSCRIPTEN_KEEPALIVE int al_end() {
     return guarded([&] {
         const int n = E.gen.n_generated;
+        E.result = dump(json{{"n_generated", n}, {"n_forced", E.gen.n_forced}});
         free_generation();
         return n;
     });

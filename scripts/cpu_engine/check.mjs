@@ -58,7 +58,8 @@ function generate(prompt, params = {}, { maxBatch = N_BATCH } = {}) {
   }
   const t2 = performance.now();
   const nGenerated = must(al.end(), "al_end");
-  return { n, nPrompt, nCached, text, nGenerated, steps, prefillS: (t1 - t0) / 1000, decodeS: (t2 - t1) / 1000 };
+  const { n_forced: nForced } = JSON.parse(result());
+  return { n, nPrompt, nCached, text, nGenerated, nForced, steps, prefillS: (t1 - t0) / 1000, decodeS: (t2 - t1) / 1000 };
 }
 
 function load(nThreads = threads) {
@@ -142,6 +143,18 @@ const grammarOut = generate(chat, { grammar: 'root ::= "{\\"answer\\":" [0-9]+ "
 console.log(`grammar: ${JSON.stringify(grammarOut.text)}`);
 check(/^\{"answer":[0-9]+\}$/.test(grammarOut.text), "a GBNF grammar constrains the text");
 check(al.begin(chat, JSON.stringify({ grammar: "root ::= (" })) < 0, "a bad grammar is an error", lastError());
+// Text the grammar allows alone is written without sampling and decoded in one batch with the
+// token before it; the reply ends once the grammar is complete, without a step for the end.
+const literal = '{"answer": "the product of the two numbers is ';
+const forcedGrammar = `root ::= ${JSON.stringify(literal)} [0-9]+ "\\"}"`;
+const literalTokens = must(al.tokenize(literal, 0, 0), "al_tokenize");
+const forcedOut = generate(chat, { grammar: forcedGrammar, temperature: 0, max_tokens: 40 });
+console.log(`forced: ${JSON.stringify(forcedOut.text)}, ${forcedOut.nForced} of ${forcedOut.nGenerated} tokens forced in ${forcedOut.steps} steps`);
+check(/^\{"answer": "the product of the two numbers is [0-9]+"\}$/.test(forcedOut.text), "forced text keeps the grammar's reply");
+check(forcedOut.nForced >= literalTokens && forcedOut.steps < forcedOut.nGenerated, "the grammar's forced text is not sampled token by token",
+  `${literalTokens} tokens in the literal`);
+const cutOut = generate(chat, { grammar: forcedGrammar, temperature: 0, max_tokens: 3 });
+check(cutOut.nGenerated <= 3 && literal.startsWith(cutOut.text), "forced text never takes a reply past max_tokens", JSON.stringify(cutOut));
 const schema = { type: "object", properties: { answer: { type: "integer" } }, required: ["answer"] };
 const schemaOut = generate(chat, { schema, temperature: 0, max_tokens: 48 });
 console.log(`schema: ${JSON.stringify(schemaOut.text)}`);

@@ -22,9 +22,10 @@ from urllib.parse import urlsplit
 import jsonschema
 import pytest
 
-from agent_py.grammar import fenced_code_grammar
+from agent_py.grammar import compact_grammar, fenced_code_grammar
 from agent_py.parsing import parse_plan
 from agent_py.plan import PlanShape, plan_json_schema
+from agent_py.profiles import SMALL
 from agent_py.terminal import load_browser_config
 from agent_py.tool_call import fenced_block
 from tests.web.cpu_harness import INSTRUCT_MODEL, MODEL, CPUHarness, open_harness
@@ -429,6 +430,45 @@ def test_a_code_call_under_the_fenced_grammar_is_one_block_that_ends_at_its_fenc
     assert reply["text"].startswith("```javascript\n") and reply["text"].endswith("\n```")
     assert reply["text"].count("```") == 2
     assert fenced_block(reply["text"]).strip()
+
+
+def test_the_text_a_grammar_forces_is_written_without_sampling(cpu: CPUHarness) -> None:
+    """Where the plan's grammar allows one text only (its keys and separators, the rest of a
+    tool's name), the engine writes that text itself and decodes it in one batch with the
+    token before it (scripts/cpu_engine/agent_llama.cpp): a plan takes far fewer decode steps,
+    each one streamed piece, than it has tokens. The reply still meets the schema, written
+    as json.dumps writes JSON (the worked examples' form, agent_py/grammar.py)."""
+    cpu.ensure_loaded(INSTRUCT_MODEL)
+    schema = plan_json_schema(["llm_generator", "javascript_execute"], SMALL.plan_shape)
+    messages = [
+        {
+            "role": "system",
+            "content": "You plan work for an agent. Tools: javascript_execute runs JavaScript, "
+            "llm_generator writes text. Reply with the JSON plan only.",
+        },
+        {"role": "user", "content": "Compute 17 * 23 with JavaScript."},
+    ]
+    budget = SMALL.budgets.plan
+    reply = cpu.chat(
+        messages,
+        model=INSTRUCT_MODEL,
+        purpose="plan",
+        schema=schema,
+        grammar=compact_grammar(schema, max_chars=budget * 4),
+        max_tokens=budget,
+        sampling={"temperature": 0, "top_k": 1},
+    )
+
+    plan_json = _json_reply(reply)
+    jsonschema.validate(plan_json, schema)
+    assert json.dumps(plan_json, ensure_ascii=False) == reply["text"]
+    usage = reply["usage"]
+    forced, total = usage["forced_tokens"], usage["completion_tokens"]
+    # One task of one step has at least 8 keys, each with its separators and quotes.
+    assert 16 <= forced < total, usage
+    steps = len(reply["tokens"])  # one streamed piece a decode step
+    assert steps <= total - forced + 1, (steps, usage)
+    assert "".join(t["text"] for t in reply["tokens"]) == reply["text"]
 
 
 def _planner_prefix(rule: str) -> list[dict[str, str]]:

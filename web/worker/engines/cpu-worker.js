@@ -185,6 +185,7 @@ const ops = {
     let firstTokenAt = null;
     let prefillEnd = started;
     let generated = 0;
+    let forced = 0;
     try {
       // Said before the first batch too, so a long prefill shows its size at once.
       if (total > cached) self.postMessage({ id, event: "progress", done: cached, total, cached });
@@ -208,7 +209,11 @@ const ops = {
         await nextTurn();
       }
     } finally {
-      generated = Math.max(api.end(), 0); // llama.cpp's count: a last step may only flush bytes
+      // llama.cpp's count (a last step may only flush bytes), and how many of those tokens the
+      // grammar forced: written without sampling, decoded in the batch of the token before them
+      const ended = api.end();
+      generated = Math.max(ended, 0);
+      if (ended >= 0) forced = JSON.parse(resultText()).n_forced;
     }
     const maxTokens = params.max_tokens;
     const full = total + generated >= contextSize;
@@ -225,6 +230,7 @@ const ops = {
         prompt_tokens: total,
         cached_prompt_tokens: cached,
         completion_tokens: generated,
+        forced_tokens: forced,
         prefill_tokens_per_s: computed > 0 && prefillS > 0 ? computed / prefillS : null,
         decode_tokens_per_s: generated > 1 && decodeS > 0 ? (generated - 1) / decodeS : null,
         time_to_first_token_s: firstTokenAt === null ? null : (firstTokenAt - started) / 1000,
