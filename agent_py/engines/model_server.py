@@ -15,6 +15,9 @@ of server it is, which decides how a reply is held to a JSON schema:
   ``response_format`` of type ``json_object`` with a ``schema``;
 - any other server (Ollama, LM Studio, vLLM): ``response_format`` of type ``json_schema``.
 
+A call held by a grammar alone (a code call's one fenced block) sends it to llama.cpp's
+servers; the others get that call unconstrained.
+
 A server that refuses the format (HTTP 400 or 422) is asked once more without it, and from
 then on gets none: its replies meet the same validation and repair as any engine's. A
 server that ignores the format is caught the same way. Reasoning the server sends apart
@@ -276,14 +279,20 @@ class ModelServerLLM(LLM):
     # One call.
 
     def _format_for(self, call: CallInfo) -> OutputFormat:
+        kind = self.server.kind if self.server else ServerKind.OPENAI
+        llama = kind in (ServerKind.LLAMA_CPP, ServerKind.LLAMA_CPP_PYTHON)
         if call.schema is None:
-            return OutputFormat.NONE
+            # A grammar alone (a code call's one fenced block): llama.cpp's servers take it;
+            # an OpenAI-style API has no field for it, so the call goes as it is.
+            takes_grammar = self._format is OutputFormat.GRAMMAR or (
+                self._format is OutputFormat.AUTO and llama
+            )
+            return OutputFormat.GRAMMAR if call.grammar and takes_grammar else OutputFormat.NONE
         if self._format is not OutputFormat.AUTO:
             if self._format is OutputFormat.GRAMMAR and call.grammar is None:
                 return OutputFormat.JSON_SCHEMA
             return self._format
-        kind = self.server.kind if self.server else ServerKind.OPENAI
-        if kind in (ServerKind.LLAMA_CPP, ServerKind.LLAMA_CPP_PYTHON) and call.grammar:
+        if llama and call.grammar:
             return OutputFormat.GRAMMAR
         if kind is ServerKind.LLAMA_CPP_PYTHON:
             return OutputFormat.JSON_OBJECT

@@ -124,6 +124,11 @@ async def test_the_format_follows_the_kind_of_server(serve) -> None:
             assert sent["response_format"]["type"] == "json_schema"
             assert sent["response_format"]["json_schema"]["schema"] == SCHEMA
             assert "grammar" not in sent
+        # A grammar alone (a code call's fenced block) goes where a grammar is understood.
+        await llm.chat(MESSAGES, call(CallPurpose.ARGUMENTS, grammar=grammar))
+        sent = fake.chats[-1]
+        assert ("grammar" in sent) is with_grammar and "response_format" not in sent
+        assert sent.get("grammar", grammar) == grammar
     assert llm.server.context_window is None
     llama = await serve(FakeModelServer(stream("x"), kind="llama.cpp"))
     await llama.reload(MODEL)
