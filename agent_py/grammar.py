@@ -3,12 +3,13 @@
 llama.cpp's own JSON-schema conversion lets the model put newlines and indentation between
 JSON tokens, and small models take the offer: a one-step plan cost SmolLM2 184 decoded
 tokens pretty-printed, against about 65 on one line. On two CPU cores that is seconds per
-call. The grammar here writes JSON on one line as ``json.dumps`` does, a space after each
-comma and colon and none elsewhere outside strings: the form of the worked examples in the
-prompt, so the model's reply reads as theirs. Keys, separators and the rest of an enum's
-name are then the only text allowed, which the CPU engine writes without sampling (its
-forced text, decoded in one batch: about a third of a plan's tokens). It keeps every bound
-of the schema (string lengths, enums, array sizes).
+call. The grammar here writes JSON on one line. By default it allows no whitespace outside
+strings. ``spaced`` puts ``json.dumps``'s space after each comma and colon, the form of the
+worked examples in the prompt: for the CPU engine, which writes the text a grammar allows
+alone (keys, separators, the rest of an enum's name) without sampling, tokenized as plain
+text. Those tokens are then the examples' own; without the spaces they are not the split
+the model itself writes (it writes ``":`` then ``"``, waiting for the space of its
+examples). It keeps every bound of the schema (string lengths, enums, array sizes).
 
 It covers what our plan schema and simple tool schemas use: objects whose properties are all
 required (written in schema order), strings with length bounds or an enum, integers,
@@ -20,7 +21,7 @@ the schema as it is.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 _CHAR = r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
 # The last character of a string is not a space: no value needs trailing whitespace, and a
@@ -30,22 +31,28 @@ _LAST_CHAR = r'[^" \t\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
 _INTEGER = '"-"? ("0" | [1-9] [0-9]{0,15})'
 _NUMBER = f'{_INTEGER} ("." [0-9]{{1,16}})? ([eE] [-+]? [0-9]{{1,3}})?'
 _UNBOUNDED_ITEMS = 8
-# json.dumps's separators, as the worked examples in the prompt are written.
-_ITEM_SEPARATOR = ", "
-_KEY_SEPARATOR = ": "
 
 
 class _Unsupported(Exception):
     pass
 
 
-def compact_grammar(schema: dict[str, Any], max_chars: int = 2_000) -> str | None:
-    """A GBNF grammar for replies that meet ``schema``, written without whitespace; None
+class _Separators(NamedTuple):
+    item: str
+    key: str
+
+
+def compact_grammar(
+    schema: dict[str, Any], max_chars: int = 2_000, *, spaced: bool = False
+) -> str | None:
+    """A GBNF grammar for replies that meet ``schema``, on one line without whitespace
+    between tokens, or with ``spaced`` json.dumps's space after each comma and colon; None
     when the schema uses something this converter does not cover. A string without
     ``maxLength`` gets ``max_chars`` (a reply cannot be longer than its budget anyway)."""
     rules: dict[str, str] = {"char": _CHAR, "last-char": _LAST_CHAR}
+    separators = _Separators(", ", ": ") if spaced else _Separators(",", ":")
     try:
-        rules["root"] = _rule(schema, rules, "root", max_chars)
+        rules["root"] = _rule(schema, rules, "root", max_chars, separators)
     except _Unsupported:
         return None
     return "\n".join(f"{name} ::= {body}" for name, body in rules.items())
@@ -64,7 +71,7 @@ def fenced_code_grammar(fence: str) -> str:
     )
 
 
-def _rule(schema: Any, rules: dict[str, str], name: str, max_chars: int) -> str:
+def _rule(schema: Any, rules: dict[str, str], name: str, max_chars: int, seps: _Separators) -> str:
     if not isinstance(schema, dict):
         raise _Unsupported
     if "enum" in schema:
@@ -73,9 +80,9 @@ def _rule(schema: Any, rules: dict[str, str], name: str, max_chars: int) -> str:
         return _literal(json.dumps(schema["const"]))
     kind = schema.get("type")
     if kind == "object":
-        return _object(schema, rules, name, max_chars)
+        return _object(schema, rules, name, max_chars, seps)
     if kind == "array":
-        return _array(schema, rules, name, max_chars)
+        return _array(schema, rules, name, max_chars, seps)
     if kind == "string":
         if set(schema) & {"pattern", "format"}:
             raise _Unsupported
@@ -94,7 +101,9 @@ def _rule(schema: Any, rules: dict[str, str], name: str, max_chars: int) -> str:
     raise _Unsupported
 
 
-def _object(schema: dict[str, Any], rules: dict[str, str], name: str, max_chars: int) -> str:
+def _object(
+    schema: dict[str, Any], rules: dict[str, str], name: str, max_chars: int, seps: _Separators
+) -> str:
     properties: dict[str, Any] = schema.get("properties") or {}
     required = list(schema.get("required") or [])
     if not properties or set(properties) != set(required):
@@ -102,20 +111,22 @@ def _object(schema: dict[str, Any], rules: dict[str, str], name: str, max_chars:
     parts = []
     for index, (key, spec) in enumerate(properties.items()):
         child = f"{name}-{_safe(key)}"
-        rules[child] = _rule(spec, rules, child, max_chars)
-        separator = _ITEM_SEPARATOR if index else ""
-        parts.append(f"{_literal(separator + json.dumps(key) + _KEY_SEPARATOR)} {child}")
+        rules[child] = _rule(spec, rules, child, max_chars, seps)
+        separator = seps.item if index else ""
+        parts.append(f"{_literal(separator + json.dumps(key) + seps.key)} {child}")
     return '"{" ' + " ".join(parts) + ' "}"'
 
 
-def _array(schema: dict[str, Any], rules: dict[str, str], name: str, max_chars: int) -> str:
+def _array(
+    schema: dict[str, Any], rules: dict[str, str], name: str, max_chars: int, seps: _Separators
+) -> str:
     item = f"{name}-item"
-    rules[item] = _rule(schema.get("items"), rules, item, max_chars)
+    rules[item] = _rule(schema.get("items"), rules, item, max_chars, seps)
     low = int(schema.get("minItems", 0))
     high = int(schema.get("maxItems", max(low, _UNBOUNDED_ITEMS)))
     if high == 0:
         return '"[]"'
-    rest = f"({_literal(_ITEM_SEPARATOR)} {item}){{{max(low - 1, 0)},{high - 1}}}"
+    rest = f"({_literal(seps.item)} {item}){{{max(low - 1, 0)},{high - 1}}}"
     items = f"{item} {rest}"
     return f'"[" {items} "]"' if low else f'"[" ({items})? "]"'
 

@@ -161,6 +161,13 @@ class LLM(ABC):
         says its own); None: the agent's setting is the window."""
         return None
 
+    json_grammar_spaced: bool = False
+    """Whether the JSON grammars sent to this engine put json.dumps's space after each comma
+    and colon (agent_py/grammar.py). The CPU engine writes the text a grammar forces (keys,
+    separators) itself, tokenized as plain text: only with these spaces are those tokens the
+    ones the worked examples in the prompt are made of, which the model then reads as its
+    own. Engines that sample every token choose their own split either way."""
+
 
 ScriptFunction = Callable[
     [list[Message], CallInfo], str | ChatReply | Awaitable[str] | Awaitable[ChatReply]
@@ -376,6 +383,10 @@ class ManagedLLM:
     @property
     def context_window(self) -> int | None:
         return self.llm.context_window
+
+    @property
+    def json_grammar_spaced(self) -> bool:
+        return self.llm.json_grammar_spaced
 
     def count_tokens(self, text: str) -> int:
         """The count by the engine's tokenizer where :meth:`measure` took it; else the

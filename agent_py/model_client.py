@@ -159,7 +159,9 @@ class ModelClient:
             step=step,
             sampling=sampling or self._sampling_for(schema),
             grammar=(
-                compact_grammar(schema, max_chars=max_tokens * 4)
+                compact_grammar(
+                    schema, max_chars=max_tokens * 4, spaced=self.llm.json_grammar_spaced
+                )
                 if schema is not None and self.compact_json
                 else grammar
             ),

@@ -45,6 +45,10 @@ class BridgeLLM(LLM):
     used here: no per-token crossing into Python.
     """
 
+    # Of the page's engines only the CPU engine takes a GBNF grammar, and it writes the text
+    # a grammar forces itself (WebLLM and the scripted engine never read one).
+    json_grammar_spaced = True
+
     def __init__(self, bridge: Bridge) -> None:
         self._bridge = bridge
         self._loaded: str | None = None

@@ -1,6 +1,6 @@
-"""Compact JSON grammars: JSON on one line as json.dumps writes it (the worked examples' form),
-every bound of the schema kept, and None (the engine's own conversion) for what the converter
-does not cover."""
+"""Compact JSON grammars: JSON on one line, without whitespace between tokens or with
+json.dumps's spaces (the worked examples' form), every bound of the schema kept, and None (the
+engine's own conversion) for what the converter does not cover."""
 
 from __future__ import annotations
 
@@ -18,26 +18,43 @@ def rules_of(grammar: str) -> dict[str, str]:
     return dict(line.split(" ::= ", 1) for line in grammar.splitlines())
 
 
-def test_the_small_plan_schema_becomes_a_grammar_with_its_bounds_written_as_json_dumps() -> None:
+def test_the_small_plan_schema_becomes_a_grammar_with_its_bounds_and_no_whitespace() -> None:
     grammar = compact_grammar(
         plan_json_schema(["llm_generator", "javascript_execute"], SMALL.plan_shape)
     )
     assert grammar is not None
     rules = rules_of(grammar)
-    assert rules["root"] == '"{" "\\"tasks\\": " root-tasks "}"'
-    assert rules["root-tasks"] == '"[" root-tasks-item (", " root-tasks-item){0,1} "]"'
-    assert rules["root-tasks-item"].startswith('"{" "\\"task_id\\": " root-tasks-item-task-id "')
+    assert rules["root"] == '"{" "\\"tasks\\":" root-tasks "}"'
+    assert rules["root-tasks"] == '"[" root-tasks-item ("," root-tasks-item){0,1} "]"'
     assert rules["root-tasks-item-steps-item-input"] == '"\\"" (char{0,159} last-char)? "\\""'
     assert rules["root-tasks-item-steps-item-tool-name"] == (
         '"\\"llm_generator\\"" | "\\"javascript_execute\\""'
     )
-    # Between tokens, only json.dumps's one space after a comma or a colon: no newlines, no
-    # indentation (whitespace of any other kind only inside strings, the char rule).
-    outside_strings = [body for name, body in rules.items() if "char" not in name]
-    literals = [lit for body in outside_strings for lit in LITERAL.findall(body)]
-    assert literals and not any("\\n" in lit or "\\t" in lit for lit in literals)
+    # Whitespace may only appear inside strings (the char rule), never between tokens.
+    assert not any(" " in lit or "\\n" in lit for lit in _literals_between_tokens(rules))
+
+
+def test_the_spaced_form_has_json_dumps_separators_and_no_other_whitespace() -> None:
+    schema = plan_json_schema(["llm_generator", "javascript_execute"], SMALL.plan_shape)
+    grammar = compact_grammar(schema, spaced=True)
+    assert grammar is not None
+    rules = rules_of(grammar)
+    assert rules["root"] == '"{" "\\"tasks\\": " root-tasks "}"'
+    assert rules["root-tasks"] == '"[" root-tasks-item (", " root-tasks-item){0,1} "]"'
+    assert rules["root-tasks-item"].startswith('"{" "\\"task_id\\": " root-tasks-item-task-id')
+    # The same bounds as the form without spaces.
+    assert rules["root-tasks-item-steps-item-input"] == '"\\"" (char{0,159} last-char)? "\\""'
+    literals = _literals_between_tokens(rules)
+    assert not any("\\n" in lit or "\\t" in lit for lit in literals)
     spaced = [lit for lit in literals if " " in lit]
     assert spaced and all(re.fullmatch(r'(, )?(\\"\w+\\": )?', lit) for lit in spaced), spaced
+
+
+def _literals_between_tokens(rules: dict[str, str]) -> list[str]:
+    outside_strings = [body for name, body in rules.items() if "char" not in name]
+    literals = [lit for body in outside_strings for lit in LITERAL.findall(body)]
+    assert literals
+    return literals
 
 
 def test_simple_tool_schemas_are_covered_and_unbounded_strings_get_the_budget() -> None:

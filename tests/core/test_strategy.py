@@ -479,6 +479,20 @@ async def test_free_text_calls_get_their_own_sampling_and_schema_calls_do_not() 
     assert sampled == {"plan": Sampling(temperature=0.0), "generate": text}
 
 
+@pytest.mark.parametrize("spaced", [False, True])
+async def test_the_plan_grammar_has_the_separators_its_engine_asks_for(spaced: bool) -> None:
+    llm = ScriptedLLM.replaying({"plan": plan_reply([step("s1", "echo", {"text": "hi"})])})
+    llm.json_grammar_spaced = spaced  # the CPU engine's bridge says True
+    agent, _ = make_agent(llm, config=SMALL_CONFIG)
+
+    await agent.task("Say hi.")
+
+    call = llm.calls[0][1]
+    assert call.schema is not None and call.grammar is not None
+    assert ('"\\"tasks\\": "' in call.grammar) is spaced
+    assert ('"\\"tasks\\":"' in call.grammar) is not spaced
+
+
 async def test_fenced_code_comes_from_a_plain_text_call_and_runs() -> None:
     seen: list[list[Message]] = []
 

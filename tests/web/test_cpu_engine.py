@@ -454,7 +454,7 @@ def test_the_text_a_grammar_forces_is_written_without_sampling(cpu: CPUHarness) 
         model=INSTRUCT_MODEL,
         purpose="plan",
         schema=schema,
-        grammar=compact_grammar(schema, max_chars=budget * 4),
+        grammar=compact_grammar(schema, max_chars=budget * 4, spaced=True),
         max_tokens=budget,
         sampling={"temperature": 0, "top_k": 1},
     )
