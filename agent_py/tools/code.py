@@ -3,8 +3,10 @@ source code, run by an injected runner under a time limit and an output cap."""
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Generic, TypeVar
+from collections.abc import Iterable
+from typing import Any, ClassVar, Generic, TypeVar
 
 from agent_py.tools.base import JSONSchema, ToolBase, ToolError
 
@@ -20,6 +22,11 @@ _CONSTANT_CODE = re.compile(
     \s*\)?\s*;?""",
     re.VERBOSE,
 )
+
+# What code prints for a value it does not have: JavaScript's console shows undefined, and
+# null for NaN and null (through JSON); Python prints None and nan. Code that only prints
+# these computed nothing usable, and "null" must not pass for an answer.
+_NO_VALUE_PRINTS = frozenset({"", "null", "undefined", "NaN", "None", "nan"})
 
 
 def code_input_schema(description: str) -> JSONSchema:
@@ -38,12 +45,31 @@ class CodeTool(ToolBase, Generic[RunnerT]):
     may need before the code starts: a sandbox's first start)."""
 
     start_margin_s = 5.0
+    # How the code's language is told to give its result, and the refusal of code that gave none.
+    result_hint: ClassVar[str] = "return the result"
+    nothing_message: ClassVar[str] = "the code returned nothing and printed nothing"
 
     def __init__(self, runner: RunnerT, *, timeout_s: float, output_limit: int) -> None:
         self.runner = runner
         self.run_timeout_s = timeout_s
         self.output_limit = output_limit
         self.timeout_s = timeout_s + self.start_margin_s
+
+    def refuse_no_value(self, value: Any, printed: Iterable[str]) -> None:
+        """Raises ToolError when the code gave no value (null, undefined, NaN, None) and
+        printed nothing but such words."""
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            return
+        lines = [line.strip() for text in printed for line in text.splitlines()]
+        if any(line not in _NO_VALUE_PRINTS for line in lines):
+            return
+        shown = ", ".join(dict.fromkeys(line for line in lines if line))
+        if shown:
+            raise ToolError(
+                f"the code gave no value: it printed only {shown}, so its calculation went "
+                f"wrong: fix it and {self.result_hint}"
+            )
+        raise ToolError(f"{self.nothing_message}: {self.result_hint}")
 
     def refuse_constant_code(self, code: str) -> None:
         """Raises ToolError when ``code`` only gives back numbers written into it."""

@@ -67,9 +67,7 @@ class JavascriptExecutor(CodeTool[JSRunner]):
         if result.error is not None:
             detail = f"\nconsole:\n{console}" if console else ""
             raise ToolError(f"{result.error}{detail}")
-        if result.value is None and not console:
-            # Nothing came out: a result of "null" would pass for an answer.
-            raise ToolError("the code returned nothing and printed nothing: return the result")
+        self.refuse_no_value(result.value, result.console)
         return ToolResult(
             content=format_js_result(result.value, console, result.truncated),
             # Code that only printed its result: what it printed is the value.

@@ -78,6 +78,8 @@ class PythonExecutor(CodeTool[PyRunner]):
         "Python code; end with an expression (or print) for the result"
     )
     code_language = "Python"
+    result_hint = "end it with the result's expression, or print it"
+    nothing_message = "the code gave no value and printed nothing"
     start_margin_s = 30.0  # the page's sandbox loads Pyodide at a run's first call
 
     def __init__(
@@ -101,11 +103,7 @@ class PythonExecutor(CodeTool[PyRunner]):
             raise ToolError(f"the code ran longer than {self.run_timeout_s:g} s and was stopped")
         if result.error is not None:
             raise ToolError(_with_output(result.error, result))
-        if result.value is None and not result.stdout:
-            raise ToolError(
-                "the code gave no value and printed nothing: end it with the result's "
-                "expression, or print it"
-            )
+        self.refuse_no_value(result.value, [result.stdout])
         printed = result.stdout.rstrip("\n")
         return ToolResult(
             content=format_py_result(result),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import io
 import json
+import math
 import sys
 import traceback
 
@@ -57,8 +58,9 @@ class _Budget:
 
 def _value_json(value: object, limit: int) -> tuple[object, bool]:
     """The value as JSON where it has a JSON form (numbers, strings, lists, dicts), else as
-    print() shows it (a date as 2024-01-01); cut to ``limit`` characters of JSON."""
-    if value is None:
+    print() shows it (a date as 2024-01-01); cut to ``limit`` characters of JSON. NaN is no
+    value, as JavaScript's JSON has it (null)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return None, False
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)

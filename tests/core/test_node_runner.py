@@ -112,6 +112,40 @@ async def test_code_that_returns_and_prints_nothing_fails_its_step() -> None:
         await tool.run({"code": "return "}, ToolContext(model=None))  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("code", "printed"),
+    [
+        ("console.log(0 / 0)", "null"),  # NaN, shown through JSON
+        ("console.log(undefined)", "undefined"),
+        ("let n; console.log(n + 1); return null;", "null"),
+        ("return 0 / 0;", ""),
+    ],
+)
+async def test_code_that_gives_no_value_fails_its_step_not_with_null(
+    code: str, printed: str
+) -> None:
+    """NaN, undefined or null is what broken code gives: "null" must not pass for an answer."""
+    from agent_py.tools.base import ToolContext, ToolError
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
+    with pytest.raises(ToolError) as failure:
+        await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    message = str(failure.value)
+    if printed:
+        assert message.startswith(f"the code gave no value: it printed only {printed},")
+    else:
+        assert message.startswith("the code returned nothing and printed nothing")
+
+
+async def test_code_that_prints_null_beside_its_result_runs() -> None:
+    from agent_py.tools.base import ToolContext
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
+    code = "console.log(null); return 7;"
+    result = await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert result.data == 7
+
+
 class CountingRunner:
     """A runner that counts its calls and runs nothing."""
 

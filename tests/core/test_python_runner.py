@@ -158,3 +158,20 @@ async def test_code_that_only_gives_back_numbers_written_into_it_is_refused(code
 
 async def test_code_that_computes_a_number_runs() -> None:
     assert (await run_tool("(4 + 8 + 15) / 3")).data == 9
+
+
+@pytest.mark.parametrize(
+    ("code", "printed"),
+    [("print(None)", "None"), ("print(float('nan'))", "nan"), ("float('nan')", "")],
+)
+async def test_code_that_gives_no_value_fails_its_step_not_with_none(
+    code: str, printed: str
+) -> None:
+    with pytest.raises(ToolError, match="gave no value") as failure:
+        await run_tool(code)
+    if printed:
+        assert f"printed only {printed}," in str(failure.value)
+
+
+async def test_code_that_prints_none_beside_its_result_runs() -> None:
+    assert (await run_tool("print(None)\nprint(5)")).data == "None\n5"
