@@ -6,12 +6,18 @@ not an answer, and a run that ends with one has failed. The check is textual: a 
 ``ECHO_WORDS`` consecutive words that also stands in one of the instructions the model
 was given, or plan JSON. The same models also fall into a loop, one phrase written again and
 again until the token budget ends it; that is not an answer either (``repeats_itself``).
+
+A tool's result handed to the user as it is must come from a call that was given the task's
+data: a number or quoted text of the question that no tool call of the run was given
+(``data_left_out``) means the result is about something else, as when `2 * 20` stands for
+"2 to the power of 10".
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 ECHO_WORDS = 5  # "You are a careful writer" is five words
 # A loop: at least LOOP_MIN_WORDS words whose three-word runs are mostly the same few. A text's
@@ -78,3 +84,64 @@ def unusable_answer(answer: str, instructions: Iterable[str], question: str) -> 
     if repeats_itself(answer):
         return "the model's answer repeats one phrase over and over instead of answering"
     return None
+
+
+# The data a question gives: quoted text, and numbers that stand alone. Numbers inside dates,
+# times, versions, ordinals, percentages or names ("2024-03-01", "3rd", "15%", "ES6") are not
+# taken: code may rightly write them another way (a month counted from 0, 0.15).
+_QUOTED = re.compile(
+    r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|\u201c([^\u201d\n]{1,200})\u201d"
+    r"|\u2018([^\u2019\n]{1,200})\u2019(?!\w)"
+)
+_STANDS_ALONE = r"(?<![\w.,:/])(?<!\w-)"  # not within a date, time, version or name
+_ENDS = r"(?![\w%:/-]|[.,]\d)"
+_NUMBER = re.compile(rf"{_STANDS_ALONE}(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?{_ENDS}")
+# A number as code or text writes it: with digit groups (1,200 or 1_200), or commas between
+# list items (3,8,15).
+_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_PLAIN = re.compile(r"\d[\d_]*(?:\.\d+)?")
+
+
+def _value(number: str) -> float:
+    return float(number.replace(",", "").replace("_", ""))
+
+
+def question_data(question: str) -> tuple[list[str], list[str]]:
+    """The quoted texts and the stand-alone numbers of ``question``, in order."""
+    quoted = [next(part for part in match.groups() if part) for match in _QUOTED.finditer(question)]
+    bare = _QUOTED.sub(" ", question)
+    numbers = list(dict.fromkeys(match.group() for match in _NUMBER.finditer(bare)))
+    return [text for text in dict.fromkeys(quoted) if text.strip()], numbers
+
+
+def _held(number: float, values: set[float]) -> bool:
+    """Whether ``values`` hold ``number``: a whole number also as one off, since code counts
+    from 0 and writes a bound as < or <= ("below 8" as `n < 8` or the list up to 7)."""
+    if number in values:
+        return True
+    return number.is_integer() and bool({number - 1, number + 1} & values)
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield repr(value)
+
+
+def data_left_out(question: str, calls: Iterable[Any]) -> list[str]:
+    """The quoted texts and numbers of ``question`` that none of ``calls`` (tool arguments)
+    holds: a text as it is, ignoring case; a number as any number of the same value (``_held``)."""
+    quoted, numbers = question_data(question)
+    given = "\n".join(text for call in calls for text in _strings(call))
+    folded = given.casefold()
+    values = {_value(m.group()) for pattern in (_GROUPED, _PLAIN) for m in pattern.finditer(given)}
+    missing = [f"'{text}'" for text in quoted if text.casefold() not in folded]
+    missing += [number for number in numbers if not _held(_value(number), values)]
+    return missing

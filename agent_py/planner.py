@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from agent_py.answer_checks import unusable_answer
+from agent_py.answer_checks import data_left_out, unusable_answer
 from agent_py.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, prompt_tokens
 from agent_py.concurrency import run_together
 from agent_py.conversation import TurnDigest
@@ -59,6 +59,7 @@ from agent_py.review import (
     plan_changes,
     remote_tools,
 )
+from agent_py.tools.base import ToolResult
 from agent_py.tools.registry import ToolRegistry
 
 DIGEST_MARGIN_TOKENS = 64  # the digest's own framing lines, estimated on the safe side
@@ -169,17 +170,22 @@ class PlanAndRethink:
                     for step in task.steps
                 ]
             )
+            if not pending:
+                last = self._founded(question, earlier, last, task)
             if self.strategy.code_call_after_failure:
                 last = await self._code_written_again(
                     last, task, step_question, earlier, memory, step_ids
                 )
+                if not pending:
+                    last = self._founded(question, earlier, last, task)
             run.outcomes.extend(last)
             memory.remember(last)
             succeeded = all(o.ok for o in last)
             if not succeeded and self.strategy.replan_after_failure and not retried:
                 retried = True
+                failed = [o for o in last if not o.ok]
                 async with self.model.unit(ModelRole.PLANNER):
-                    retry = await self._retry_plan(conversation, last)
+                    retry = await self._retry_plan(conversation, describe_failures(failed))
                 if retry is not None:
                     run.replans += 1
                     if run.replans > self.max_replans:
@@ -342,14 +348,9 @@ class PlanAndRethink:
         by_id = {o.step.step_id: o for o in redone}
         return [by_id.get(o.step.step_id, o) for o in outcomes]
 
-    async def _retry_plan(
-        self, conversation: list[Message], outcomes: list[StepOutcome]
-    ) -> PlanSchema | None:
-        """One corrected plan after failed steps, or None when the reply is unusable."""
-        failed = [o for o in outcomes if not o.ok]
-        conversation.append(
-            {"role": "user", "content": render("plan_retry", failures=describe_failures(failed))}
-        )
+    async def _retry_plan(self, conversation: list[Message], failures: str) -> PlanSchema | None:
+        """One corrected plan after ``failures``, or None when the reply is unusable."""
+        conversation.append({"role": "user", "content": render("plan_retry", failures=failures)})
         sampling = None
         if self.strategy.retry_temperature is not None:
             base = self.model.sampling or Sampling()
@@ -369,6 +370,37 @@ class PlanAndRethink:
             )
             return None
         return plan
+
+    def _founded(
+        self,
+        question: str,
+        earlier: list[StepOutcome],
+        outcomes: list[StepOutcome],
+        task: TaskSchema,
+    ) -> list[StepOutcome]:
+        """The last task's ``outcomes``, its one step failed when its result would be handed to
+        the user as it is (Strategy.answer_from_single_step) but no call of the run was given
+        some of the question's data: that result is about something else."""
+        answer = single_step_answer(outcomes) if self.strategy.answer_from_single_step else None
+        if answer is None:
+            return outcomes
+        calls = [o.arguments for o in [*earlier, *outcomes] if o.ok and o.arguments is not None]
+        missing = data_left_out(question, calls)
+        if not missing:
+            return outcomes
+        why = (
+            f"its result {_shown(answer)} cannot answer the task: no step was given "
+            f"{', '.join(missing)} from the task"
+        )
+        outcome = outcomes[0]
+        self.recorder.emit(
+            EventType.REFLECTION,
+            f"{outcome.step.step_id} left the task's data out: {why}",
+            task=task.task_id,
+            status=RethinkStatus.CONTINUE.value,
+            skipped=True,
+        )
+        return [replace(outcome, result=ToolResult(why, is_error=True))]
 
     def _reflected(
         self,
@@ -565,6 +597,10 @@ def single_step_answer(outcomes: list[StepOutcome]) -> str | None:
     if len(outcomes) != 1 or not outcomes[0].ok:
         return None
     return outcomes[0].result.reference_text().strip() or None
+
+
+def _shown(answer: str, limit: int = 80) -> str:
+    return answer if len(answer) <= limit else answer[:limit] + "..."
 
 
 def describe_failures(failed: list[StepOutcome], limit: int = 200) -> str:

@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
+import pytest
 from support import CONTINUE, EchoTool, make_agent, of_type, plan_reply, step
 
-from agent_py import AgentState, EventType, ScriptedLLM
-from agent_py.answer_checks import echoes_instructions, repeats_itself
+from agent_py import AgentConfig, AgentState, EventType, ScriptedLLM
+from agent_py.answer_checks import (
+    data_left_out,
+    echoes_instructions,
+    question_data,
+    repeats_itself,
+)
+from agent_py.llm import CallInfo, Message
+from agent_py.profiles import SMALL
 from agent_py.prompts import render
 from agent_py.terminal import EXIT_FAILED, EXIT_OK, report_result
 
@@ -153,3 +162,154 @@ def test_a_short_instruction_sentence_repeated_back_is_an_echo() -> None:
     seen = "You are a careful writer. Write a one-line poem about a river. You are a careful"
     assert echoes_instructions(seen, [generator_system])
     assert not echoes_instructions("Rivers run to the sea, careful and slow.", [generator_system])
+
+
+# The small profile hands a one-step task's result to the user as it is; without the code call
+# after failed code, so each plan's code runs as written.
+SMALL_REPLAN = AgentConfig(
+    plan_shape=SMALL.plan_shape,
+    strategy=SMALL.strategy.model_copy(update={"code_call_after_failure": False}),
+    budgets=SMALL.budgets,
+)
+
+
+def code_step(step_id: str, code: str) -> dict[str, Any]:
+    return {
+        "step_id": step_id,
+        "step_goal": "compute it",
+        "tool_name": "javascript_execute",
+        "input": code,
+    }
+
+
+def planner_of(*codes: list[str]) -> tuple[Any, list[str]]:
+    """A plan call that answers with the given plans in turn (each a list of tasks' code),
+    and the prompts it saw."""
+    seen: list[str] = []
+
+    def plan(messages: list[Message], call: CallInfo) -> str:
+        seen.append(str(messages[-1]["content"]))
+        tasks = codes[len(seen) - 1]
+        return plan_reply(*[[code_step(f"s{i + 1}", code)] for i, code in enumerate(tasks)])
+
+    return plan, seen
+
+
+async def test_a_result_from_code_that_left_out_the_tasks_number_is_planned_again() -> None:
+    plan, seen = planner_of(["return 2 * 20;"], ["return 2 ** 10;"])
+    agent, sink = make_agent(ScriptedLLM(plan), config=SMALL_REPLAN)
+
+    result = await agent.task("Use JavaScript to compute 2 to the power of 10.")
+
+    assert result.state is AgentState.COMPLETED and result.answer == "1024"
+    assert seen[1] == (
+        "That did not work:\ns1 (javascript_execute): its result 40 cannot answer the task: "
+        "no step was given 10 from the task\n"
+        "Reply with a corrected plan for the task, as JSON inside <plan></plan>."
+    )
+    assert result.stats.replans == 1
+    assert [s.ok for s in result.steps] == [False, True]  # the first result is not trusted
+    reflections = [e.content for e in of_type(sink.events, EventType.REFLECTION)]
+    assert reflections[0] == (
+        "s1 left the task's data out: its result 40 cannot answer the task: "
+        "no step was given 10 from the task"
+    )
+
+
+async def test_a_result_that_leaves_data_out_twice_fails_the_run_and_says_why() -> None:
+    plan, _ = planner_of(["return 2 * 20;"], ["return 'x'.length;"])
+    agent, _ = make_agent(ScriptedLLM(plan), config=SMALL_REPLAN)
+
+    result = await agent.task("Use JavaScript to count the letters of 'encyclopedia'.")
+
+    assert result.state is AgentState.FAILED and result.answer == ""
+    assert result.error == (
+        "every step failed: s1 (javascript_execute): its result 40 cannot answer the task: "
+        "no step was given 'encyclopedia' from the task; "
+        "s2 (javascript_execute): its result 1 cannot answer the task: "  # s1 renamed
+        "no step was given 'encyclopedia' from the task"
+    )
+
+
+async def test_with_the_code_call_a_result_that_left_data_out_is_written_again_first() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([code_step("s1", "return 'the quick brown fox'.length;")]),
+            "arguments": "```javascript\nreturn 'encyclopedia'.length;\n```",
+        }
+    )
+    config = SMALL_REPLAN.model_copy(update={"strategy": SMALL.strategy})
+    agent, _ = make_agent(llm, config=config)
+
+    result = await agent.task("Use JavaScript to count the letters in the word 'encyclopedia'.")
+
+    assert result.state is AgentState.COMPLETED and result.answer == "12"
+    assert result.stats.model_calls == {"plan": 1, "arguments": 1}
+
+
+async def test_the_data_may_reach_the_answer_through_an_earlier_step() -> None:
+    plan, seen = planner_of(["return 12 * 12;", "return ${s1} + 6;"])
+    agent, _ = make_agent(ScriptedLLM(plan), config=SMALL_REPLAN)
+
+    result = await agent.task("Use JavaScript to compute 12 times 12, then add 6 to that.")
+
+    assert result.state is AgentState.COMPLETED and result.answer == "150"
+    assert len(seen) == 1
+
+
+async def test_an_answer_the_model_writes_from_the_results_is_not_held_to_the_data() -> None:
+    """The full profile's answer is the model's reading of the results, not a tool's value."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "echo", {"text": "a", "times": 1})]),
+            "rethink": CONTINUE,
+            "answer": "a, 3 times",
+        }
+    )
+    agent, _ = make_agent(llm, EchoTool(), config=AgentConfig())
+
+    result = await agent.task("Say a 3 times.")
+
+    assert result.state is AgentState.COMPLETED and result.answer == "a, 3 times"
+
+
+@pytest.mark.parametrize(
+    ("question", "quoted", "numbers"),
+    [
+        ("Use JavaScript to sum the numbers 3, 8, 15 and 4.", [], ["3", "8", "15", "4"]),
+        ("Reverse the string 'stressed' and \"abc\".", ["stressed", "abc"], []),
+        ("What is 1,200 plus -5 and 2.5?", [], ["1,200", "5", "2.5"]),
+        # Numbers code may rightly write another way, or that are part of a name.
+        ("Count the days from 2024-01-01 to 2024-03-01.", [], []),
+        ("What is 15% of 80?", [], ["80"]),
+        ("Take the 3rd item of v1.2.3 at 12:30 in ES6.", [], []),
+        ("Sum 1,2,3 and 3,5.", [], []),  # a list or a decimal comma: unclear, so not taken
+        ("Write Maria's greeting for the students' party.", [], []),
+    ],
+)
+def test_the_data_of_a_question_is_its_quoted_text_and_stand_alone_numbers(
+    question: str, quoted: list[str], numbers: list[str]
+) -> None:
+    assert question_data(question) == (quoted, numbers)
+
+
+@pytest.mark.parametrize(
+    ("calls", "missing"),
+    [
+        ([{"code": "return [3, 8, 15, 4].reduce((a, b) => a + b);"}], []),
+        ([{"code": "return 3 + 8;"}], ["15"]),
+        ([{"a": 3, "b": 8.0}, {"code": "return 15 + 1_4;"}], []),  # 14: one off
+        ([{"prompt": "the sum of 3, 8, 15 and 5"}], []),  # 5: one off, as a bound
+        ([{"code": "return 8 + 15 + 40;"}], ["3", "4"]),  # 4 and 40 differ
+    ],
+)
+def test_a_number_is_used_when_a_call_holds_its_value_or_one_off(
+    calls: list[dict[str, Any]], missing: list[str]
+) -> None:
+    assert data_left_out("Sum 3, 8, 15 and 4.", calls) == missing
+
+
+def test_quoted_text_is_used_when_a_call_holds_it_in_any_case() -> None:
+    question = "Turn 'Hello World' around."
+    assert data_left_out(question, [{"code": "return 'hello world'.split('')"}]) == []
+    assert data_left_out(question, [{"code": "return 'hello'"}]) == ["'Hello World'"]
