@@ -86,13 +86,14 @@ def unusable_answer(answer: str, instructions: Iterable[str], question: str) -> 
     return None
 
 
-# The data a question gives: quoted text, and numbers that stand alone. Numbers inside dates,
-# times, versions, ordinals, percentages or names ("2024-03-01", "3rd", "15%", "ES6") are not
-# taken: code may rightly write them another way (a month counted from 0, 0.15).
+# The data a question gives: quoted text, web addresses, and numbers that stand alone. Numbers
+# inside dates, times, versions, ordinals, percentages or names ("2024-03-01", "3rd", "15%",
+# "ES6") are not taken: code may rightly write them another way (a month counted from 0, 0.15).
 _QUOTED = re.compile(
     r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|\u201c([^\u201d\n]{1,200})\u201d"
     r"|\u2018([^\u2019\n]{1,200})\u2019(?!\w)"
 )
+_ADDRESS = re.compile(r"\bhttps?://[^\s'\"<>()]+")
 _STANDS_ALONE = r"(?<![\w.,:/])(?<!\w-)"  # not within a date, time, version or name
 _ENDS = r"(?![\w%:/-]|[.,]\d)"
 _NUMBER = re.compile(rf"{_STANDS_ALONE}(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?{_ENDS}")
@@ -107,9 +108,11 @@ def _value(number: str) -> float:
 
 
 def question_data(question: str) -> tuple[list[str], list[str]]:
-    """The quoted texts and the stand-alone numbers of ``question``, in order."""
+    """The quoted texts and web addresses, and the stand-alone numbers, of ``question``."""
     quoted = [next(part for part in match.groups() if part) for match in _QUOTED.finditer(question)]
     bare = _QUOTED.sub(" ", question)
+    quoted += [match.group().rstrip(".,;:!?") for match in _ADDRESS.finditer(bare)]
+    bare = _ADDRESS.sub(" ", bare)
     numbers = list(dict.fromkeys(match.group() for match in _NUMBER.finditer(bare)))
     return [text for text in dict.fromkeys(quoted) if text.strip()], numbers
 
@@ -136,8 +139,9 @@ def _strings(value: Any) -> Iterable[str]:
 
 
 def data_left_out(question: str, calls: Iterable[Any]) -> list[str]:
-    """The quoted texts and numbers of ``question`` that none of ``calls`` (tool arguments)
-    holds: a text as it is, ignoring case; a number as any number of the same value (``_held``)."""
+    """The quoted texts, addresses and numbers of ``question`` that none of ``calls`` (tool
+    arguments) holds: a text as it is, ignoring case; a number as a number of the same value
+    (``_held``)."""
     quoted, numbers = question_data(question)
     given = "\n".join(text for call in calls for text in _strings(call))
     folded = given.casefold()

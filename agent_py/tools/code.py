@@ -27,6 +27,9 @@ _CONSTANT_CODE = re.compile(
 # null for NaN and null (through JSON); Python prints None and nan. Code that only prints
 # these computed nothing usable, and "null" must not pass for an answer.
 _NO_VALUE_PRINTS = frozenset({"", "null", "undefined", "NaN", "None", "nan"})
+# How the sandboxes mark what code wrote with console.error, and errors thrown after it returned
+# (node_runner.py, web/sandbox.html).
+_ERROR_PREFIXES = ("[error] ", "[uncaught] ")
 
 
 def code_input_schema(description: str) -> JSONSchema:
@@ -57,12 +60,15 @@ class CodeTool(ToolBase, Generic[RunnerT]):
 
     def refuse_no_value(self, value: Any, printed: Iterable[str]) -> None:
         """Raises ToolError when the code gave no value (null, undefined, NaN, None) and
-        printed nothing but such words."""
+        printed nothing but such words and errors."""
         if value is not None and not (isinstance(value, float) and math.isnan(value)):
             return
         lines = [line.strip() for text in printed for line in text.splitlines()]
-        if any(line not in _NO_VALUE_PRINTS for line in lines):
+        errors = [line for line in lines if line.startswith(_ERROR_PREFIXES)]
+        if any(line not in _NO_VALUE_PRINTS and line not in errors for line in lines):
             return
+        if errors:  # an error the code caught and logged is still an error
+            raise ToolError(f"the code gave no value and logged an error: {'; '.join(errors)}")
         shown = ", ".join(dict.fromkeys(line for line in lines if line))
         if shown:
             raise ToolError(

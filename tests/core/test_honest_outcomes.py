@@ -285,6 +285,7 @@ async def test_an_answer_the_model_writes_from_the_results_is_not_held_to_the_da
         ("Take the 3rd item of v1.2.3 at 12:30 in ES6.", [], []),
         ("Sum 1,2,3 and 3,5.", [], []),  # a list or a decimal comma: unclear, so not taken
         ("Write Maria's greeting for the students' party.", [], []),
+        ("Get https://example.com/a?b=1, then its 2 links.", ["https://example.com/a?b=1"], ["2"]),
     ],
 )
 def test_the_data_of_a_question_is_its_quoted_text_and_stand_alone_numbers(

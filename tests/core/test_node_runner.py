@@ -137,6 +137,16 @@ async def test_code_that_gives_no_value_fails_its_step_not_with_null(
         assert message.startswith("the code returned nothing and printed nothing")
 
 
+async def test_code_that_caught_and_logged_its_error_fails_its_step() -> None:
+    from agent_py.tools.base import ToolContext, ToolError
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
+    code = "try { null.x; } catch (e) { console.error(e.name); }"
+    with pytest.raises(ToolError) as failure:
+        await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert str(failure.value) == "the code gave no value and logged an error: [error] TypeError"
+
+
 async def test_code_that_prints_null_beside_its_result_runs() -> None:
     from agent_py.tools.base import ToolContext
 
