@@ -86,16 +86,17 @@ def unusable_answer(answer: str, instructions: Iterable[str], question: str) -> 
     return None
 
 
-# The data a question gives: quoted text, web addresses, and numbers that stand alone. Numbers
-# inside dates, times, versions, ordinals, percentages or names ("2024-03-01", "3rd", "15%",
-# "ES6") are not taken: code may rightly write them another way (a month counted from 0, 0.15).
+# The data a question gives: quoted text, web addresses, and numbers, those of dates and times
+# too (2024, 03 and 01 of "2024-03-01": code that counts months from 0 writes 2, one off).
+# Numbers in fractions, versions, ordinals, percentages or names ("3/4", "1.2.3", "3rd", "15%",
+# "ES6", "COVID-19") are not taken: code may rightly write them another way (0.75, 0.15).
 _QUOTED = re.compile(
     r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|\u201c([^\u201d\n]{1,200})\u201d"
     r"|\u2018([^\u2019\n]{1,200})\u2019(?!\w)"
 )
 _ADDRESS = re.compile(r"\bhttps?://[^\s'\"<>()]+")
-_STANDS_ALONE = r"(?<![\w.,:/])(?<!\w-)"  # not within a date, time, version or name
-_ENDS = r"(?![\w%:/-]|[.,]\d)"
+_STANDS_ALONE = r"(?<![\w.,/])(?<![^\W\d]-)"  # not within a fraction, version or name
+_ENDS = r"(?![\w%/]|[.,]\d)"
 _NUMBER = re.compile(rf"{_STANDS_ALONE}(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?{_ENDS}")
 # A number as code or text writes it: with digit groups (1,200 or 1_200), or commas between
 # list items (3,8,15).

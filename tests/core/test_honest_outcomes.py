@@ -280,9 +280,10 @@ async def test_an_answer_the_model_writes_from_the_results_is_not_held_to_the_da
         ("Reverse the string 'stressed' and \"abc\".", ["stressed", "abc"], []),
         ("What is 1,200 plus -5 and 2.5?", [], ["1,200", "5", "2.5"]),
         # Numbers code may rightly write another way, or that are part of a name.
-        ("Count the days from 2024-01-01 to 2024-03-01.", [], []),
+        ("Count the days from 2024-01-01 to 2024-03-01.", [], ["2024", "01", "03"]),
         ("What is 15% of 80?", [], ["80"]),
-        ("Take the 3rd item of v1.2.3 at 12:30 in ES6.", [], []),
+        ("Take the 3rd item of v1.2.3 at 12:30 in ES6.", [], ["12", "30"]),
+        ("What is 3/4 of the COVID-19 count, 5-3?", [], ["5", "3"]),
         ("Sum 1,2,3 and 3,5.", [], []),  # a list or a decimal comma: unclear, so not taken
         ("Write Maria's greeting for the students' party.", [], []),
         ("Get https://example.com/a?b=1, then its 2 links.", ["https://example.com/a?b=1"], ["2"]),
@@ -314,3 +315,13 @@ def test_quoted_text_is_used_when_a_call_holds_it_in_any_case() -> None:
     question = "Turn 'Hello World' around."
     assert data_left_out(question, [{"code": "return 'hello world'.split('')"}]) == []
     assert data_left_out(question, [{"code": "return 'hello'"}]) == ["'Hello World'"]
+
+
+def test_a_date_is_used_with_its_month_counted_from_0_or_as_text() -> None:
+    question = "Count the days from 2024-01-01 to 2024-03-01."
+    by_parts = "return (new Date(2024, 2, 1) - new Date(2024, 0, 1)) / 86400000;"
+    as_text = "return (new Date('2024-03-01') - new Date('2024-01-01')) / 86400000;"
+    assert data_left_out(question, [{"code": by_parts}]) == []
+    assert data_left_out(question, [{"code": as_text}]) == []
+    wrong = "return new Date(2024).getTime() - 1000;"
+    assert data_left_out(question, [{"code": wrong}]) == ["01", "03"]
