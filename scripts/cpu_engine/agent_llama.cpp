@@ -8,6 +8,7 @@
 #include "llama.h"
 #include "json-schema-to-grammar.h"
 #include "llama-grammar.h"  // llama.cpp's internal grammar API: the stacks tell what text is forced
+#include "../src/unicode.h"  // llama.cpp's own (common/ has another unicode.h, first on the path)
 
 #include <emscripten/emscripten.h>
 #include <nlohmann/json.hpp>
@@ -413,31 +414,13 @@ bool forced_char(const llama_grammar & grammar, uint32_t & chr) {
     return true;
 }
 
-void append_utf8(std::string & out, uint32_t c) {
-    if (c < 0x80) {
-        out += (char) c;
-    } else if (c < 0x800) {
-        out += (char) (0xC0 | (c >> 6));
-        out += (char) (0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-        out += (char) (0xE0 | (c >> 12));
-        out += (char) (0x80 | ((c >> 6) & 0x3F));
-        out += (char) (0x80 | (c & 0x3F));
-    } else {
-        out += (char) (0xF0 | (c >> 18));
-        out += (char) (0x80 | ((c >> 12) & 0x3F));
-        out += (char) (0x80 | ((c >> 6) & 0x3F));
-        out += (char) (0x80 | (c & 0x3F));
-    }
-}
-
 // Advances the grammar over the text it forces from here and returns that text ("" if none).
 // The caller restores `grammar.stacks` if it does not use the text.
 std::string take_forced_text(llama_grammar & grammar) {
     std::string text;
     uint32_t chr = 0;
     while (text.size() < MAX_FORCED_CHARS && forced_char(grammar, chr)) {
-        append_utf8(text, chr);
+        text += unicode_cpt_to_utf8(chr);
         llama_grammar_accept(&grammar, chr);
     }
     return text;
