@@ -393,12 +393,16 @@ class PlanAndRethink:
             f"{', '.join(missing)} from the task"
         )
         outcome = outcomes[0]
+        # The step was reported done; it now shows as failed, with the reason.
         self.recorder.emit(
-            EventType.REFLECTION,
-            f"{outcome.step.step_id} left the task's data out: {why}",
+            EventType.STEP_FAILED,
+            why,
+            step=outcome.step.step_id,
             task=task.task_id,
-            status=RethinkStatus.CONTINUE.value,
-            skipped=True,
+            tool=outcome.step.tool_name,
+            seconds=round(outcome.seconds, 4),
+            thought=outcome.thought,
+            left_out=missing,
         )
         return [replace(outcome, result=ToolResult(why, is_error=True))]
 

@@ -209,11 +209,13 @@ async def test_a_result_from_code_that_left_out_the_tasks_number_is_planned_agai
     )
     assert result.stats.replans == 1
     assert [s.ok for s in result.steps] == [False, True]  # the first result is not trusted
-    reflections = [e.content for e in of_type(sink.events, EventType.REFLECTION)]
-    assert reflections[0] == (
-        "s1 left the task's data out: its result 40 cannot answer the task: "
-        "no step was given 10 from the task"
+    # The step was reported done, then failed with the reason (the page shows it failed).
+    s1 = [e for e in sink.events if e.step == "s1" and e.type.startswith("step_")]
+    assert [e.type for e in s1] == ["step_started", "step_completed", "step_failed"]
+    assert s1[-1].content == (
+        "its result 40 cannot answer the task: no step was given 10 from the task"
     )
+    assert s1[-1].meta["left_out"] == ["10"]
 
 
 async def test_a_result_that_leaves_data_out_twice_fails_the_run_and_says_why() -> None:
