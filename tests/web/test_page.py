@@ -340,6 +340,38 @@ def test_a_follow_up_continues_the_conversation_across_a_reload_until_a_new_sess
     assert len(sessions) == 2, sessions
 
 
+def test_a_result_that_left_the_tasks_data_out_shows_failed_and_why(
+    page: Any, scripted: str
+) -> None:
+    """The small profile hands a one-step result over as it is, so it first checks that the
+    calls held the question's data: 2 * 20 for 2 to the power of 10 left out 10."""
+    open_app(page, scripted, settings={"profile": "small"})
+    leaves_out = {
+        "step_id": "s1",
+        "step_goal": "power",
+        "tool_name": "javascript_execute",
+        "input": "return 2 * 20;",  # the small plan's inline input
+    }
+    body = {"tasks": [{"task_id": "t1", "task_goal": "power", "steps": [leaves_out]}]}
+    run_task(
+        page,
+        "Use JavaScript to compute 2 to the power of 10.",
+        {
+            "plan": f"<plan>{json.dumps(body)}</plan>",
+            "arguments": "```javascript\nreturn 2 * 30;\n```",  # the code call, no better
+        },
+    )
+
+    assert wait_final(page) == "failed"
+    failure = page.locator(".turn:last-of-type .failure").inner_text()
+    assert failure.startswith("The task failed: every step failed: s1 (javascript_execute): ")
+    assert "its result 60 cannot answer the task: no step was given 10 from the task" in failure
+    s1 = page.locator('[data-step="s1"]')
+    assert s1.get_attribute("data-status") == "failed"
+    assert "no step was given 10" in (s1.locator(".output pre").text_content() or "")
+    assert page.locator(".answer").count() == 0  # no wrong number passed off as the answer
+
+
 def test_sandboxed_code_cannot_read_the_page_or_its_storage(page: Any, scripted: str) -> None:
     open_app(page, scripted)
     page.evaluate("localStorage.setItem('secret', 'page-secret')")
