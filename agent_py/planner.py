@@ -390,7 +390,7 @@ class PlanAndRethink:
             return outcomes
         why = (
             f"its result {_shown(answer)} cannot answer the task: no step was given "
-            f"{', '.join(missing)} from the task"
+            f"{_listed(missing)} from the task"
         )
         outcome = outcomes[0]
         # The step was reported done; it now shows as failed, with the reason.
@@ -605,6 +605,12 @@ def single_step_answer(outcomes: list[StepOutcome]) -> str | None:
 
 def _shown(answer: str, limit: int = 80) -> str:
     return answer if len(answer) <= limit else answer[:limit] + "..."
+
+
+def _listed(items: list[str], limit: int = 5) -> str:
+    """The first ``limit`` items (a pasted text may hold hundreds of numbers), and how many more."""
+    shown = ", ".join(_shown(item, 40) for item in items[:limit])
+    return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more"
 
 
 def describe_failures(failed: list[StepOutcome], limit: int = 200) -> str:

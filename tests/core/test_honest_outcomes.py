@@ -249,6 +249,19 @@ async def test_with_the_code_call_a_result_that_left_data_out_is_written_again_f
     assert result.stats.model_calls == {"plan": 1, "arguments": 1}
 
 
+async def test_a_long_list_of_data_left_out_is_named_in_short() -> None:
+    """A small plan's input is bounded, so a pasted text's data may not fit in it: the
+    reason names the first few and counts the rest."""
+    numbers = ", ".join(str(n) for n in range(11, 31))  # 11 to 13 are held: 13 is one off
+    plan, _ = planner_of(["return 11 + 12;"], ["return 11 + 12;"])
+    agent, _ = make_agent(ScriptedLLM(plan), config=SMALL_REPLAN)
+
+    result = await agent.task(f"Use JavaScript to sum {numbers}.")
+
+    assert result.state is AgentState.FAILED and result.error is not None
+    assert "no step was given 14, 15, 16, 17, 18 and 12 more from the task" in result.error
+
+
 async def test_the_data_may_reach_the_answer_through_an_earlier_step() -> None:
     plan, seen = planner_of(["return 12 * 12;", "return ${s1} + 6;"])
     agent, _ = make_agent(ScriptedLLM(plan), config=SMALL_REPLAN)
