@@ -1,7 +1,7 @@
 // The consent prompt: the extension's own window, opened by the service worker the first time
 // a page asks for a server. The web page cannot see or click it. The answer goes back to the
 // service worker, which records it (see policy.js) and lets the waiting request go on or not.
-import { coveredByManifest, originPattern } from "./policy.js";
+import { originPattern } from "./policy.js";
 import "./protocol.js";
 
 const { runtimeMessage } = globalThis.agentPyBridgeProtocol;
@@ -25,8 +25,9 @@ if (!question) {
   for (const button of document.querySelectorAll("[data-answer]")) {
     button.addEventListener("click", async () => {
       let answer = button.dataset.answer;
-      if (answer !== "deny" && !coveredByManifest(server)) {
-        // Needs this click's user activation: ask the browser before anything else is awaited.
+      if (answer !== "deny") {
+        // The bridge holds host access only to servers allowed somewhere: the browser is asked
+        // for this one now. Needs this click's user activation: before anything else is awaited.
         const granted = await chrome.permissions.request({ origins: [originPattern(server)] }).catch(() => false);
         if (!granted) answer = "no-permission";
       }

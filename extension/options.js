@@ -4,7 +4,6 @@
 // consent.html; this page only adds pages and takes permissions back.
 import {
   activityEntries,
-  coveredByManifest,
   originPattern,
   pairKey,
   parseOrigin,
@@ -138,7 +137,7 @@ async function allowPage(event) {
   if (!parsed.ok) return say(parsed.reason, { error: true });
   const { origin } = parsed;
   // chrome.permissions.request needs the click's user activation: call it before other awaits.
-  const access = coveredByManifest(origin) ? Promise.resolve(true) : chrome.permissions.request({ origins: [originPattern(origin)] });
+  const access = chrome.permissions.request({ origins: [originPattern(origin)] });
   try {
     if (!(await access)) return say(`The browser did not grant access to ${origin}; the page was not added.`, { error: true });
   } catch (error) {

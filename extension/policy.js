@@ -162,12 +162,6 @@ export function originPattern(origin) {
   return `${origin}/*`;
 }
 
-/** True when the manifest's own host permissions already cover the origin (no prompt). */
-export function coveredByManifest(origin) {
-  const url = new URL(origin);
-  return url.protocol === "http:" && ["127.0.0.1", "localhost", "[::1]"].includes(url.hostname);
-}
-
 /** The id of the content script registered for one allowed page origin. */
 export function contentScriptId(origin) {
   return `page-${origin.replace(/[^A-Za-z0-9]/g, "_")}`;
@@ -260,9 +254,8 @@ export async function readPolicy() {
   return { pages: local.pages || {}, paused: Boolean(local.paused), once: session.once || [], denied: session.denied || [] };
 }
 
-/** Gives back the browser's access to an https origin once no page or grant needs it. */
+/** Gives back the browser's access to an origin once no page or grant needs it. */
 export async function releaseAccess(origin) {
-  if (coveredByManifest(origin)) return;
   const { pages, once } = await readPolicy();
   const used =
     origin in pages ||

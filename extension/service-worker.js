@@ -42,7 +42,7 @@ const pageInFlight = new Map(); // page origin -> its requests at once (LIMITS.m
 const running = new Map(); // request id -> {page, server, tabId, revoke(why)}
 let nextRequestId = 1;
 
-// Content scripts must not read the policy (for loopback servers it is the only gate).
+// Content scripts must not read the policy (it says which pages may reach which servers).
 // A browser that cannot close it gets no bridge at all (every request is refused).
 const trustedStorage = chrome.storage.local
   .setAccessLevel({ accessLevel: "TRUSTED_CONTEXTS" })
@@ -170,8 +170,17 @@ function shortTarget(url) {
 // Location. The webRequest API does see the redirect (for hosts this extension may access),
 // so the worker learns the next URL there, checks it like the first one, and only then asks
 // for it. It also reports the IP address used, which the DNS-rebinding check needs.
+//
+// The bridge is granted each server's host when the user allows it, and Chromium (checked in
+// 156) sends a running service worker's webRequest listeners no events for a host granted after
+// they were added: not after webRequest.handlerBehaviorChanged(), nor after they are removed and
+// added again, nor to a listener filtered by http and https patterns added later. Adding
+// another listener for <all_urls> after the grant brings them (to every listener of that
+// event). So before the first request to each origin in this worker's life, one more pair of
+// listeners that do nothing is added (a handful in a worker's life: one per server used).
 const seen = new Map(); // "METHOD url" -> {location, status, ip, at}
 const waiting = new Map(); // "METHOD url" -> [resolve]
+const watchedOrigins = new Set(); // origins requested since a listener was last added
 
 function noteRequest(details, location) {
   if (details.initiator !== self.location.origin) return;
@@ -190,6 +199,16 @@ function noteRequest(details, location) {
 const OWN_REQUESTS = { urls: ["http://*/*", "https://*/*"], tabId: -1 };
 chrome.webRequest.onBeforeRedirect.addListener((details) => noteRequest(details, details.redirectUrl), OWN_REQUESTS);
 chrome.webRequest.onResponseStarted.addListener((details) => noteRequest(details, null), OWN_REQUESTS);
+
+/** Before a request to `origin`: a listener added since its host was granted (see above). */
+function watch(origin) {
+  if (watchedOrigins.has(origin)) return;
+  const nothing = () => {};
+  chrome.webRequest.onBeforeRedirect.addListener(nothing, { urls: ["<all_urls>"], tabId: -1 });
+  chrome.webRequest.onResponseStarted.addListener(nothing, { urls: ["<all_urls>"], tabId: -1 });
+  watchedOrigins.add(origin);
+}
+chrome.permissions.onRemoved.addListener(() => watchedOrigins.clear());
 
 function reportOf(method, url) {
   const key = `${method} ${url}`;
@@ -434,6 +453,7 @@ async function fetchHopByHop(firstUrl, checked, me, signal, abort, abortReason, 
     if (!(await chrome.permissions.contains({ origins: [originPattern(target.origin)] }))) {
       throw new Refusal(`The browser no longer lets the bridge reach ${target.origin}. Allow it again from the page.`);
     }
+    watch(target.origin);
     const timer = setTimeout(() => abort(HEADERS_TIMEOUT), checked.headersTimeoutMs);
     let response;
     try {

@@ -4,6 +4,8 @@
   service worker is where tests set the policy (trusted chrome.storage, as the consent prompt
   and the options page would) and read the activity log.
 - :func:`consent_page`: the extension's own prompt window, to answer as the user would.
+- :func:`approve_in_browser`, :func:`grant_access`: the browser's host-permission dialog,
+  answered in advance, and the extension's own request for an origin, as consent makes it.
 - :class:`PlainServer`: a tiny HTTP server without CORS headers that echoes requests,
   redirects and stalls, so a test sees exactly what the extension sent.
 - :func:`start_sdk_server`: the real MCP server of tests/mcp/sdk_server.py (official SDK),
@@ -33,13 +35,20 @@ EXTENSION_ID = "kmieaifdmlncmjpphfmoolnpdnkcddpp"
 EXTENSION_ORIGIN = f"chrome-extension://{EXTENSION_ID}"
 
 
+# The loopback hosts the tests' pages and servers run on (any port).
+LOOPBACK_PATTERNS = ["http://127.0.0.1/*", "http://localhost/*", "http://[::1]/*"]
+
+
 def launch_with_extension(
     playwright: Any,
     user_data_dir: Path,
     launch_options: dict[str, Any],
     extension_dir: Path = EXTENSION_DIR,
+    approve: tuple[str, ...] = (),
 ) -> tuple[Any, Any]:
-    """A persistent context with the extension, and the extension's service worker."""
+    """A persistent context with the extension, and the extension's service worker. The user's
+    answer to the browser's host dialog is "Allow" for loopback and for ``approve`` (match
+    patterns): see approve_in_browser."""
     options = dict(launch_options)
     options["args"] = [
         *options.get("args", []),
@@ -54,13 +63,86 @@ def launch_with_extension(
     workers = [w for w in context.service_workers if w.url.startswith(EXTENSION_ORIGIN)]
     worker = workers[0] if workers else context.wait_for_event("serviceworker", timeout=10_000)
     assert worker.url.startswith(EXTENSION_ORIGIN), worker.url
+    approve_in_browser(context, [*LOOPBACK_PATTERNS, *approve])
     return context, worker
 
 
-def set_policy(worker: Any, pages: dict[str, list[str]], *, paused: bool = False) -> None:
-    """What the consent prompt and the options page store: the pages that may use the bridge,
-    each with the servers it may always reach. Answers of this browser session (once, denied)
-    are forgotten. Returns once the content script is registered for exactly those pages."""
+def approve_in_browser(context: Any, patterns: list[str]) -> None:
+    """The user's "Allow" in Chromium's own host-permission dialog, said in advance.
+
+    The extension holds no host access from install: it asks the browser for a server's origin
+    (chrome.permissions.request) when the user allows that server, and the browser shows its
+    dialog, which headless Chromium cannot show or answer. chrome://extensions can add a site to
+    the extension's "site access" (what the dialog's Allow does); a later request for it, or for
+    an origin under it, is then granted without the dialog. Nothing is granted here: the
+    extension still holds only what it asks for (chrome.permissions.contains stays false)."""
+    page = context.new_page()
+    try:
+        page.goto("chrome://extensions")
+        for pattern in patterns:
+            said = page.evaluate(
+                """([id, pattern]) => new Promise((resolve) =>
+                    chrome.developerPrivate.addHostPermission(id, pattern, () =>
+                        resolve(chrome.runtime.lastError?.message || "ok")))""",
+                [EXTENSION_ID, pattern],
+            )
+            assert said == "ok", f"site access for {pattern}: {said}"
+    finally:
+        page.close()
+
+
+def grant_access(context: Any, origins: list[str]) -> None:
+    """What the consent prompt and the options page do when the user allows an origin: ask the
+    browser for host access to it (chrome.permissions.request, in a click on an extension
+    page). Origins the manifest cannot ask for (plain http off this machine) are left out: the
+    bridge refuses them by its rules."""
+    wanted = [f"{origin}/*" for origin in origins if _askable(origin)]
+    if not wanted:
+        return
+    page = context.new_page()
+    try:
+        page.goto(f"{EXTENSION_ORIGIN}/options.html")
+        page.evaluate(
+            """(origins) => {
+                const button = document.createElement("button");
+                button.id = "grant-for-test";
+                button.textContent = "grant";
+                button.onclick = () => chrome.permissions.request({ origins }).then(
+                    (granted) => { window.granted = granted; },
+                    (error) => { window.granted = String(error); });
+                document.body.prepend(button);
+            }""",
+            wanted,
+        )
+        page.click("#grant-for-test")
+        page.wait_for_function("window.granted !== undefined")
+        granted = page.evaluate("window.granted")
+        assert granted is True, f"host access to {wanted}: {granted}"
+    finally:
+        page.close()
+
+
+def _askable(origin: str) -> bool:
+    parts = urlsplit(origin)
+    return parts.scheme == "https" or parts.hostname in ("127.0.0.1", "localhost", "::1")
+
+
+def holds_access(worker: Any, origin: str) -> bool:
+    """Whether the extension holds host access to ``origin`` now."""
+    asked = "(o) => chrome.permissions.contains({origins: [o]})"
+    return bool(worker.evaluate(asked, f"{origin}/*"))
+
+
+def set_policy(
+    extension: tuple[Any, Any], pages: dict[str, list[str]], *, paused: bool = False
+) -> None:
+    """What the consent prompt and the options page do: the browser's host access to each page
+    and server, then the pages that may use the bridge, each with the servers it may always
+    reach. Answers of this browser session (once, denied) are forgotten. Returns once the
+    content script is registered for exactly those pages."""
+    context, worker = extension
+    servers = {server for listed in pages.values() for server in listed}
+    grant_access(context, sorted({*pages, *servers}))
     worker.evaluate(
         """async ([pages, paused]) => {
             await chrome.storage.session.set({once: [], denied: []});
@@ -82,9 +164,9 @@ def set_policy(worker: Any, pages: dict[str, list[str]], *, paused: bool = False
         time.sleep(0.05)
 
 
-def set_lists(worker: Any, *, pages: list[str], targets: list[str]) -> None:
+def set_lists(extension: tuple[Any, Any], *, pages: list[str], targets: list[str]) -> None:
     """Every page in ``pages`` may always reach every server in ``targets``."""
-    set_policy(worker, {page: list(targets) for page in pages})
+    set_policy(extension, {page: list(targets) for page in pages})
 
 
 def policy(worker: Any) -> dict[str, Any]:

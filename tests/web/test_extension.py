@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import ssl
 import subprocess
 import time
@@ -20,11 +19,11 @@ from typing import Any
 
 import pytest
 from extension_support import (
-    EXTENSION_DIR,
     EXTENSION_ORIGIN,
     PlainServer,
     activity,
     consent_page,
+    holds_access,
     launch_with_extension,
     policy,
     set_lists,
@@ -131,7 +130,7 @@ def probe(extension: tuple[Any, Any], base_url: str, page_origin: str) -> Iterat
     """The probe page, one of the bridge's pages (no server allowed yet), with an empty log."""
     context, worker = extension
     worker.evaluate("chrome.storage.session.set({activity: {}, refusals: 0})")
-    set_policy(worker, {page_origin: []})
+    set_policy(extension, {page_origin: []})
     page = open_probe(context, base_url + "bridge-probe.html")
     yield page
     page.close()
@@ -170,7 +169,7 @@ def test_the_page_cannot_fetch_a_server_without_cors_but_the_bridge_can(
 ) -> None:
     _, worker = extension
     server_origin = mcp_url.rsplit("/", 1)[0]
-    set_lists(worker, pages=[page_origin], targets=[server_origin])
+    set_lists(extension, pages=[page_origin], targets=[server_origin])
 
     direct = probe.evaluate(
         """([url, body, headers]) => fetch(url, {method: "POST", body, headers})
@@ -199,8 +198,8 @@ def test_servers_see_the_extension_origin_and_no_credentials(
     page_origin: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    context, worker = extension
-    set_lists(worker, pages=[page_origin], targets=[plain.origin])
+    context, _ = extension
+    set_lists(extension, pages=[page_origin], targets=[plain.origin])
     context.add_cookies([{"name": "secret", "value": "s", "url": plain.origin}])
 
     answer = bridge_fetch(
@@ -225,7 +224,7 @@ def test_servers_see_the_extension_origin_and_no_credentials(
     # The SDK's default DNS-rebinding protection on loopback refuses that origin (403):
     # such a server must list chrome-extension://<id> among its allowed origins (README).
     with start_sdk_server(tmp_path_factory.mktemp("strict")) as strict_url:
-        set_lists(worker, pages=[page_origin], targets=[strict_url.rsplit("/", 1)[0]])
+        set_lists(extension, pages=[page_origin], targets=[strict_url.rsplit("/", 1)[0]])
         answer = bridge_fetch(
             probe, strict_url, method="POST", headers=MCP_HEADERS, body=b64(INITIALIZE)
         )
@@ -236,8 +235,7 @@ def test_servers_see_the_extension_origin_and_no_credentials(
 def test_headers_methods_and_sizes_outside_the_rules_are_refused(
     extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
 ) -> None:
-    _, worker = extension
-    set_lists(worker, pages=[page_origin], targets=[plain.origin])
+    set_lists(extension, pages=[page_origin], targets=[plain.origin])
     url = plain.origin + "/echo"
 
     cookie = bridge_fetch(probe, url, method="GET", headers={"Cookie": "a=b"})
@@ -253,8 +251,7 @@ def test_headers_methods_and_sizes_outside_the_rules_are_refused(
 def test_a_server_that_does_not_answer_in_time_is_cut_off(
     extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
 ) -> None:
-    _, worker = extension
-    set_lists(worker, pages=[page_origin], targets=[plain.origin])
+    set_lists(extension, pages=[page_origin], targets=[plain.origin])
 
     # The server would answer after 60 s: a timeout error proves the bridge cut it off.
     answer = bridge_fetch(probe, plain.origin + "/hang?s=60", method="GET", timeout_ms=500)
@@ -312,12 +309,15 @@ def test_allow_always_is_listed_by_page_and_revoke_asks_again(
     extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
 ) -> None:
     context, worker = extension
+    assert not holds_access(worker, plain.origin)  # no host access before the user allows it
     start_fetch(probe, plain.origin + "/echo", method="DELETE")
     consent_page(context, page_origin, plain.origin).get_by_role(
         "button", name="Always allow"
     ).click()
 
     assert finish_fetch(probe)["head"]["status"] == 200
+    assert holds_access(worker, plain.origin)  # asked for at consent, this origin only
+    assert not holds_access(worker, "http://127.0.0.1:1")
     assert policy(worker)["pages"] == {page_origin: [plain.origin]}
     assert bridge_fetch(probe, plain.origin + "/echo", method="GET")["head"]["status"] == 200
 
@@ -335,6 +335,7 @@ def test_allow_always_is_listed_by_page_and_revoke_asks_again(
     options.get_by_text("No server yet: the page's first request asks you.").wait_for()
     options.close()
     assert policy(worker)["pages"] == {page_origin: []}
+    assert not holds_access(worker, plain.origin)  # given back with the last grant
 
     start_fetch(probe, plain.origin + "/echo", method="GET")
     consent_page(context, page_origin, plain.origin).get_by_role("button", name="Deny").click()
@@ -345,7 +346,7 @@ def test_allow_once_lasts_until_its_tab_closes(
     extension: tuple[Any, Any], plain: PlainServer, base_url: str, page_origin: str
 ) -> None:
     context, worker = extension
-    set_policy(worker, {page_origin: []})
+    set_policy(extension, {page_origin: []})
     first = open_probe(context, base_url + "bridge-probe.html")
     start_fetch(first, plain.origin + "/echo", method="GET")
     consent_page(context, page_origin, plain.origin).get_by_role(
@@ -371,8 +372,7 @@ def test_allow_once_lasts_until_its_tab_closes(
 def test_plain_http_is_refused_except_on_loopback(
     extension: tuple[Any, Any], probe: Any, page_origin: str
 ) -> None:
-    _, worker = extension
-    set_lists(worker, pages=[page_origin], targets=["http://192.168.1.20:8000"])
+    set_lists(extension, pages=[page_origin], targets=["http://192.168.1.20:8000"])
 
     answer = bridge_fetch(probe, "http://192.168.1.20:8000/mcp", method="GET")
 
@@ -388,7 +388,7 @@ def test_a_page_the_user_did_not_add_hears_nothing(
     other_port: str,
 ) -> None:
     context, worker = extension
-    set_lists(worker, pages=[page_origin], targets=[plain.origin])
+    set_lists(extension, pages=[page_origin], targets=[plain.origin])
     worker.evaluate("chrome.storage.session.set({activity: {}, refusals: 0})")
     other_host = base_url.replace("127.0.0.1", "localhost")  # same port, another origin
     for other in (other_host, other_port):  # and the same host on another port
@@ -435,9 +435,9 @@ def test_a_removed_page_that_is_still_open_is_refused_in_silence(
     extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
 ) -> None:
     _, worker = extension
-    set_lists(worker, pages=[page_origin], targets=[plain.origin])
+    set_lists(extension, pages=[page_origin], targets=[plain.origin])
     assert bridge_fetch(probe, plain.origin + "/echo", method="GET")["head"]["status"] == 200
-    set_policy(worker, {})  # removed; the content script stays in the open page
+    set_policy(extension, {})  # removed; the content script stays in the open page
 
     assert probe.evaluate("window.rawHello()") is None
     probe.evaluate(
@@ -455,7 +455,7 @@ def test_the_policy_is_unreadable_from_a_content_script(
     extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
 ) -> None:
     context, worker = extension
-    set_lists(worker, pages=[page_origin], targets=[plain.origin])
+    set_lists(extension, pages=[page_origin], targets=[plain.origin])
     page = open_probe(context, probe.url)  # loaded after the policy: content script present
     session = context.new_cdp_session(page)
     worlds: list[dict[str, Any]] = []
@@ -498,7 +498,7 @@ def test_the_policy_is_unreadable_from_a_content_script(
         "window.heard = []; chrome.storage.onChanged.addListener("
         "(changes, area) => window.heard.push(area + ' ' + Object.keys(changes))); 'listening'"
     )
-    set_policy(worker, {page_origin: [plain.origin, "http://127.0.0.1:1"]})
+    set_policy(extension, {page_origin: [plain.origin, "http://127.0.0.1:1"]})
     # A round trip to the service worker, started after the change: when its answer is in, a
     # storage event (dispatched when the change was made) would have arrived before it.
     heard = in_content_script(
@@ -516,9 +516,8 @@ def test_the_policy_is_unreadable_from_a_content_script(
 def test_redirects_are_followed_hop_by_hop_only_to_allowed_servers(
     extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
 ) -> None:
-    _, worker = extension
     with PlainServer() as elsewhere:
-        set_lists(worker, pages=[page_origin], targets=[plain.origin])
+        set_lists(extension, pages=[page_origin], targets=[plain.origin])
         to_elsewhere = f"{plain.origin}/redirect?to={elsewhere.origin}/echo"
         refused = bridge_fetch(probe, to_elsewhere, method="POST", body=b64({}))
         assert elsewhere.seen == []  # nothing, not even a preflight, reached the other host
@@ -540,10 +539,9 @@ def test_redirects_are_followed_hop_by_hop_only_to_allowed_servers(
 def test_a_redirect_to_another_server_drops_its_session_token_and_body(
     extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
 ) -> None:
-    _, worker = extension
     secrets = {"Authorization": "Bearer t0k", "Mcp-Session-Id": "s-1", "Last-Event-ID": "7"}
     with PlainServer() as elsewhere:
-        set_lists(worker, pages=[page_origin], targets=[plain.origin, elsewhere.origin])
+        set_lists(extension, pages=[page_origin], targets=[plain.origin, elsewhere.origin])
         same = bridge_fetch(
             probe, f"{plain.origin}/redirect?to=/echo", method="GET", headers=secrets
         )
@@ -578,7 +576,7 @@ def test_a_request_is_aborted_when_the_page_goes_away(
     extension: tuple[Any, Any], plain: PlainServer, base_url: str, page_origin: str
 ) -> None:
     context, worker = extension
-    set_lists(worker, pages=[page_origin], targets=[plain.origin])
+    set_lists(extension, pages=[page_origin], targets=[plain.origin])
     page = open_probe(context, base_url + "bridge-probe.html")
     page.evaluate("r => window.bridgeStart(r)", {"url": plain.origin + "/slow", "method": "GET"})
     page.wait_for_function("window.slowHead === true")
@@ -623,7 +621,7 @@ def test_taking_consent_back_cuts_a_running_stream_at_once(
     why: str,
 ) -> None:
     context, worker = extension
-    set_lists(worker, pages=[page_origin], targets=[plain.origin])
+    set_lists(extension, pages=[page_origin], targets=[plain.origin])
     options = open_options(context)
     options.get_by_role("button", name=f"Revoke {plain.origin} for {page_origin}").wait_for()
     probe.evaluate("r => window.bridgeStart(r)", {"url": plain.origin + "/slow", "method": "GET"})
@@ -659,7 +657,7 @@ def test_a_noisy_page_cannot_push_another_page_out_of_the_log(
 ) -> None:
     context, worker = extension
     noisy_origin = base_url.replace("127.0.0.1", "localhost").rstrip("/")
-    set_policy(worker, {page_origin: [plain.origin], noisy_origin: []})
+    set_policy(extension, {page_origin: [plain.origin], noisy_origin: []})
     assert bridge_fetch(probe, plain.origin + "/echo", method="GET")["head"]["status"] == 200
     noisy = open_probe(context, noisy_origin + "/bridge-probe.html")
     refusals = noisy.evaluate(
@@ -716,7 +714,7 @@ def test_huge_paths_and_methods_cannot_flood_the_log_or_freeze_the_options(
     logged, and the options page (which holds Revoke, Remove and Pause) renders at once."""
     context, worker = extension
     other_origin = base_url.replace("127.0.0.1", "localhost").rstrip("/")
-    set_policy(worker, {page_origin: [plain.origin], other_origin: [plain.origin]})
+    set_policy(extension, {page_origin: [plain.origin], other_origin: [plain.origin]})
     refused = probe.evaluate(
         """url => Promise.all(Array.from({length: 40}, (_, i) => window.bridgeFetch({
             url: url + "/" + "p".repeat(1024 * 1024) + i,
@@ -767,9 +765,9 @@ def test_requests_waiting_on_a_prompt_leave_other_pages_their_share(
     """40 requests of one page wait on the user's answer: 16 wait, the rest are refused at
     once, and another page's request still goes through (without the share, the 40 would
     have taken all 32 places)."""
-    context, worker = extension
+    context, _ = extension
     other_origin = base_url.replace("127.0.0.1", "localhost").rstrip("/")
-    set_policy(worker, {page_origin: [], other_origin: [plain.origin]})
+    set_policy(extension, {page_origin: [], other_origin: [plain.origin]})
     probe.evaluate(
         """url => { window.waiting = Array.from({length: 40}, () =>
             window.bridgeFetch({url, method: "GET"})); }""",
@@ -795,17 +793,10 @@ def test_a_public_name_that_resolves_to_loopback_is_refused_dns_rebinding(
     base_url: str,
 ) -> None:
     """A public name (https) that the browser resolves to 127.0.0.1, as a rebinding attacker's
-    DNS would: the bridge refuses the answer. Chromium grants an https origin only through its
-    own permission dialog, which a headless test cannot answer; so this test loads a copy of
-    extension/ whose manifest already holds that one origin, as if the user had said yes.
-    Everything else is the extension as shipped; the name resolves to loopback
-    (--host-resolver-rules), so nothing here leaves the machine."""
+    DNS would: the bridge refuses the answer. The extension as shipped, granted the https origin
+    at runtime as consent grants it (the browser's dialog answered in advance); the name
+    resolves to loopback (--host-resolver-rules), so nothing here leaves the machine."""
     name = "rebind.example.test"
-    extension = tmp_path / "extension"
-    shutil.copytree(EXTENSION_DIR, extension)
-    manifest = json.loads((extension / "manifest.json").read_text())
-    manifest["host_permissions"].append(f"https://{name}/*")
-    (extension / "manifest.json").write_text(json.dumps(manifest))
     subprocess.run(
         [
             *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
@@ -824,7 +815,9 @@ def test_a_public_name_that_resolves_to_loopback_is_refused_dns_rebinding(
             f"--proxy-bypass-list={browser_settings.LOOPBACK_BYPASS};{name}",
         ]
     )
-    context, worker = launch_with_extension(playwright, tmp_path / "profile", options, extension)
+    context, worker = launch_with_extension(
+        playwright, tmp_path / "profile", options, approve=(f"https://{name}/*",)
+    )
     page_origin = base_url.rstrip("/")
     with PlainServer() as server:
         server.socket = tls.wrap_socket(server.socket, server_side=True)
@@ -834,7 +827,7 @@ def test_a_public_name_that_resolves_to_loopback_is_refused_dns_rebinding(
                 "**/bridge-probe.html",
                 lambda route: route.fulfill(body=PROBE, content_type="text/html; charset=utf-8"),
             )
-            set_policy(worker, {page_origin: [target]})
+            set_policy((context, worker), {page_origin: [target]})
             probe = open_probe(context, base_url + "bridge-probe.html")
             answer = bridge_fetch(probe, target + "/echo", method="GET")
             entry = wait_activity(worker, lambda e: e["target"] == target + "/echo")
@@ -860,7 +853,7 @@ def test_the_rebinding_rule_judges_names_not_addresses(
     public answer, and servers allowed by address. The address it judges is what webRequest
     reported for the request (shown in the log, 127.0.0.1 here)."""
     context, worker = extension
-    set_lists(worker, pages=[page_origin], targets=[plain.origin])
+    set_lists(extension, pages=[page_origin], targets=[plain.origin])
     bridge_fetch(probe, plain.origin + "/echo", method="GET")
     assert wait_activity(worker, lambda e: e["method"] == "GET")["address"] == "127.0.0.1"
 
@@ -895,6 +888,14 @@ def test_the_extension_key_fixes_its_id_and_the_manifest_trusts_no_page(
     assert worker.url.startswith(EXTENSION_ORIGIN + "/")
     assert "content_scripts" not in manifest  # registered per page the user added
     assert "<all_urls>" not in json.dumps(manifest)
+    # No host access at install: each page and server is asked for when the user allows it.
+    assert "host_permissions" not in manifest
+    assert manifest["optional_host_permissions"] == [
+        "http://127.0.0.1/*",
+        "http://localhost/*",
+        "http://[::1]/*",
+        "https://*/*",
+    ]
 
 
 def test_a_fresh_install_trusts_no_page(
@@ -912,6 +913,9 @@ def test_a_fresh_install_trusts_no_page(
             lambda route: route.fulfill(body=PROBE, content_type="text/html; charset=utf-8"),
         )
         assert worker.evaluate("chrome.scripting.getRegisteredContentScripts()") == []
+        # The browser's dialog is answered "Allow" in advance for loopback (approve_in_browser),
+        # and still the extension holds no host: it has asked for none.
+        assert worker.evaluate("chrome.permissions.getAll()")["origins"] == []
         page = open_probe(context, base_url + "bridge-probe.html")
         assert page.evaluate("window.rawHello()") is None
         assert worker.evaluate("chrome.storage.local.get(null)") == {}

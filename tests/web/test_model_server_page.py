@@ -108,7 +108,7 @@ def test_a_task_runs_on_the_server_through_the_extension(
     page_origin = base_url.rstrip("/")
     server_origin = server.base_url.removesuffix("/v1")
     try:
-        set_lists(worker, pages=[page_origin], targets=[server_origin])
+        set_lists((context, worker), pages=[page_origin], targets=[server_origin])
         page = context.new_page()
         settings = model_server_settings(server.base_url, openai_transport="bridge")
         open_app(page, page_url("index.html"), settings)

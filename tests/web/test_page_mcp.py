@@ -133,7 +133,7 @@ def test_an_agent_run_calls_an_mcp_tool_through_the_bridge(
     page_origin = base_url.rstrip("/")
     server_origin = mcp_url.rsplit("/", 1)[0]
     try:
-        set_lists(worker, pages=[page_origin], targets=[])
+        set_lists((context, worker), pages=[page_origin], targets=[])
         page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
@@ -147,7 +147,7 @@ def test_an_agent_run_calls_an_mcp_tool_through_the_bridge(
         refused = server_item(page, "calc", "error").locator(".server-status").inner_text()
         assert "refused" in refused and f"You did not allow {page_origin}" in refused
 
-        set_lists(worker, pages=[page_origin], targets=[server_origin])
+        set_lists((context, worker), pages=[page_origin], targets=[server_origin])
         page.get_by_role("button", name="Reconnect server calc").click()
         connected = server_item(page, "calc", "connected").locator(".server-status").inner_text()
         assert connected.startswith("Connected: 13 tools (calc__echo, calc__add")
