@@ -38,6 +38,7 @@ function serverItem(server, how, undoText, undoLabel, undo) {
 async function render() {
   const policy = await readPolicy();
   $("paused").checked = policy.paused;
+  await renderAccess(policy);
   const pages = Object.keys(policy.pages);
   if (!pages.length) {
     $("pages").replaceChildren(element("li", { className: "muted", textContent: "No page may use the bridge." }));
@@ -69,6 +70,31 @@ async function render() {
         element("ul", {}, servers.length ? servers : [element("li", { className: "muted", textContent: "No server yet: the page's first request asks you." })]),
       ]);
     }),
+  );
+}
+
+// The browser's host access for what the rules list: asked for one origin at a time at consent,
+// but missing after an update from 0.3 (whose manifest held every loopback port) or when taken
+// back in the browser's own settings. Without it the page's content script does not run and
+// requests to that server are refused, so the page offers to ask for it again.
+async function renderAccess(policy) {
+  const listed = [...new Set([...Object.keys(policy.pages), ...Object.values(policy.pages).flat()])];
+  const held = await Promise.all(listed.map((origin) => chrome.permissions.contains({ origins: [originPattern(origin)] })));
+  const missing = listed.filter((_, i) => !held[i]);
+  const notice = $("access");
+  notice.hidden = !missing.length;
+  if (!missing.length) return notice.replaceChildren();
+  notice.replaceChildren(
+    `The browser gives the bridge no access to ${missing.join(", ")}, which your rules list: those pages get no bridge and requests to those servers are refused.`,
+    button("Give access", `Give the bridge access to ${missing.join(", ")}`, () => giveAccess(missing)),
+  );
+}
+
+function giveAccess(origins) {
+  // chrome.permissions.request needs the click's user activation: nothing is awaited before it.
+  chrome.permissions.request({ origins: origins.map(originPattern) }).then(
+    (granted) => say(granted ? "Access given: reload the bridge's pages." : "The browser did not give access.", { error: !granted }),
+    (error) => say(`Could not ask for access: ${error.message || error}`, { error: true }),
   );
 }
 
@@ -175,5 +201,7 @@ chrome.storage.onChanged.addListener((changes, area) => {
   if (area === "session" && "activity" in changes) renderActivity();
   if (area === "local" || (area === "session" && ("once" in changes || "denied" in changes))) render();
 });
+chrome.permissions.onAdded.addListener(render);
+chrome.permissions.onRemoved.addListener(render);
 render();
 renderActivity();

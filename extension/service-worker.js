@@ -451,7 +451,9 @@ async function fetchHopByHop(firstUrl, checked, me, signal, abort, abortReason, 
   for (let hop = 0; hop <= LIMITS.maxRedirects; hop++) {
     const target = parseOrigin(url); // checked before the first hop, and for each redirect below
     if (!(await chrome.permissions.contains({ origins: [originPattern(target.origin)] }))) {
-      throw new Refusal(`The browser no longer lets the bridge reach ${target.origin}. Allow it again from the page.`);
+      throw new Refusal(
+        `The browser does not let the bridge reach ${target.origin}: the extension holds no access to it. Revoke it in the bridge's options and allow it again when the page asks.`,
+      );
     }
     watch(target.origin);
     const timer = setTimeout(() => abort(HEADERS_TIMEOUT), checked.headersTimeoutMs);

@@ -513,6 +513,39 @@ def test_the_policy_is_unreadable_from_a_content_script(
     assert policy(worker)["pages"] == {page_origin: [plain.origin, "http://127.0.0.1:1"]}
 
 
+def test_a_server_listed_without_the_browsers_access_is_refused_until_given_it(
+    extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
+) -> None:
+    """The extension holds host access only to origins the user allowed (asked for at
+    consent). Rules that list a server anyway (kept from version 0.3, whose manifest held every
+    loopback port, or its access taken back in the browser) reach nothing there; the options
+    page names the origin and asks the browser for it in one click."""
+    context, worker = extension
+    worker.evaluate("(p) => chrome.storage.local.set({pages: p})", {page_origin: [plain.origin]})
+    assert not holds_access(worker, plain.origin)
+
+    answer = bridge_fetch(probe, plain.origin + "/echo", method="GET")
+
+    assert answer["head"] is None
+    assert answer["error"]["kind"] == "refused"
+    assert answer["error"]["message"].startswith(
+        f"The browser does not let the bridge reach {plain.origin}: the extension holds no access"
+    )
+    assert plain.seen == []
+
+    options = open_options(context)
+    notice = options.locator("#access")
+    notice.wait_for()
+    assert plain.origin in notice.inner_text()
+    assert page_origin not in notice.inner_text()  # the page's access is held
+    options.get_by_role("button", name=f"Give the bridge access to {plain.origin}").click()
+    options.get_by_text("Access given: reload the bridge's pages.").wait_for()
+    notice.wait_for(state="hidden")
+    options.close()
+    assert holds_access(worker, plain.origin)
+    assert bridge_fetch(probe, plain.origin + "/echo", method="GET")["head"]["status"] == 200
+
+
 def test_redirects_are_followed_hop_by_hop_only_to_allowed_servers(
     extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
 ) -> None:
