@@ -45,6 +45,9 @@ class EventType(StrEnum):
     PLAN_REVIEWED = "plan_reviewed"  # the user's review: meta.action, meta.changes, meta.plan
     PLAN_MERGED = "plan_merged"  # repeated steps of a plan were merged (meta.merged)
     PLAN_CUT = "plan_cut"  # looping step inputs were cut (meta.cut: {step id: input kept})
+    # step inputs that copied the request's text up to their bound were given it whole
+    # (meta.given: {step id: the input given})
+    PLAN_TEXT_WHOLE = "plan_text_whole"
     PLAN_RENAMED = "plan_renamed"  # a new plan's reused step ids were renamed (meta.renamed)
     STEP_STARTED = "step_started"
     STEP_THINKING = "step_thinking"  # the step asks the model for its arguments

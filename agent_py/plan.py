@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -207,6 +207,77 @@ def _without_runaway(text: str | None, bound: int) -> str | None:
         return None
     kept = text[: loop.start()].rstrip()
     return kept or None
+
+
+# The shortest run of the request's own text that counts as copied from it, not as words the
+# model happened to write the same way.
+MIN_COPIED_CHARS = 40
+COPY_END_SLACK = 12
+
+
+def give_copied_text_whole(
+    plan: PlanSchema, shape: PlanShape, question: str, takes_code: Callable[[str], bool]
+) -> tuple[PlanSchema, dict[str, str]]:
+    """Give a step the request's text whole where its input copied that text until the plan's
+    length bound stopped it: "summarise this: <a page>" planned as the page's first 160
+    characters. Returns the plan and ``{step id: the input given}``.
+
+    The input is looked at only when it is exactly at the bound and ends in a copy of at
+    least MIN_COPIED_CHARS of the request's text (spaces aside) that the request goes on
+    after. Its copy then runs to the request's end; an input that was nothing but the copy
+    becomes the whole request, whose own words say what to do with the text. Steps of tools
+    that take code (``takes_code(tool)``) are left alone: text is not code."""
+    given: dict[str, str] = {}
+    tasks: list[TaskSchema] = []
+    for task in plan.tasks:
+        steps: list[StepSchema] = []
+        for step in task.steps:
+            whole = None
+            if step.input is not None and not takes_code(step.tool_name):
+                whole = _copy_made_whole(step.input, question, shape.max_input_chars)
+            if whole is not None:
+                given[step.step_id] = whole
+                step = step.model_copy(update={"input": whole})
+            steps.append(step)
+        tasks.append(task.model_copy(update={"steps": steps}))
+    if not given:
+        return plan, {}
+    return PlanSchema(tasks=tasks), given
+
+
+def _copy_made_whole(text: str, question: str, bound: int) -> str | None:
+    if len(text) < bound:
+        return None
+    asked, where = _squeezed(question)
+    written, _ = _squeezed(text.rstrip())
+    # The copy: the longest run of the request's text that the input ends in, give or take
+    # its last few characters (the bound falls inside a word, and a word cut there is
+    # often finished otherwise: "a bicycle" copied as "a bike").
+    for end in range(len(written), max(len(written) - COPY_END_SLACK, MIN_COPIED_CHARS) - 1, -1):
+        for start in range(end - MIN_COPIED_CHARS + 1):
+            found = asked.find(written[start:end])
+            if found < 0:
+                continue
+            if not asked[found + end - start :].strip():
+                return None  # the copy reached the request's end: nothing was cut
+            own = written[:start].lstrip()
+            return (own + question[where[found] :]).strip() if own.strip() else question.strip()
+    return None
+
+
+def _squeezed(text: str) -> tuple[str, list[int]]:
+    """``text`` with each run of white space as one space, and where each of its characters
+    stands in ``text``."""
+    chars: list[str] = []
+    where: list[int] = []
+    for index, char in enumerate(text):
+        if char.isspace():
+            if chars and chars[-1] == " ":
+                continue
+            char = " "
+        chars.append(char)
+        where.append(index)
+    return "".join(chars), where
 
 
 def rename_reused_ids(plan: PlanSchema, taken: set[str]) -> tuple[PlanSchema, dict[str, str]]:

@@ -39,6 +39,7 @@ from agent_py.plan import (
     PlanShape,
     TaskSchema,
     cut_runaway_inputs,
+    give_copied_text_whole,
     merge_duplicate_steps,
     plan_json_schema,
     rename_reused_ids,
@@ -117,6 +118,10 @@ class PlanAndRethink:
         self.plan_shape = plan_shape or PlanShape()
         self._focus: set[str] = set()  # the tools the system message keeps whole when tight
 
+    def _takes_code(self, tool_name: str) -> bool:
+        tool = self.registry.get(tool_name)
+        return tool is not None and tool.code_language is not None
+
     def plan_schema(self) -> dict[str, object]:
         return plan_json_schema(self.registry.names, self.plan_shape)
 
@@ -144,7 +149,7 @@ class PlanAndRethink:
         run.plan_reply = str(conversation[-1]["content"])
         plan = await self._reviewed(plan, question)
         memory = CallMemory()
-        plan = self._adopt(plan, run, conversation, memory)
+        plan = self._adopt(plan, run, conversation, memory, question)
         self.recorder.emit(
             EventType.PLAN_STARTED,
             f"{len(plan.tasks)} tasks, {len(plan.steps())} steps",
@@ -190,7 +195,7 @@ class PlanAndRethink:
                     run.replans += 1
                     if run.replans > self.max_replans:
                         raise RunFailure(f"stopped after {self.max_replans} re-plans")
-                    retry = self._adopt(retry, run, conversation, memory)
+                    retry = self._adopt(retry, run, conversation, memory, question)
                     self._reflected("a step failed: planned again", RethinkStatus.CHANGED, retry)
                     pending = list(retry.tasks)
                     continue
@@ -216,7 +221,7 @@ class PlanAndRethink:
                 if run.replans > self.max_replans:
                     raise RunFailure(f"stopped after {self.max_replans} re-plans")
                 changed = await self._reviewed(decision.plan, question)
-                adopted = self._adopt(changed, run, conversation, memory)
+                adopted = self._adopt(changed, run, conversation, memory, question)
                 pending = list(adopted.tasks)
             if not decision.unreadable:
                 text = decision.final or decision.status.value
@@ -424,11 +429,17 @@ class PlanAndRethink:
         )
 
     def _adopt(
-        self, plan: PlanSchema, run: PlanRun, conversation: list[Message], memory: CallMemory
+        self,
+        plan: PlanSchema,
+        run: PlanRun,
+        conversation: list[Message],
+        memory: CallMemory,
+        question: str,
     ) -> PlanSchema:
-        """Record a new plan: inputs that looped to their length bound cut, its repeated
-        steps merged when the strategy says so, and ids that an earlier plan used renamed.
-        From now on a tight window keeps the schemas of the tools the plans use."""
+        """Record a new plan: inputs that looped to their length bound cut, inputs that
+        copied the request's text up to that bound given it whole, its repeated steps merged
+        when the strategy says so, and ids that an earlier plan used renamed. From now on a
+        tight window keeps the schemas of the tools the plans use."""
         plan, cut = cut_runaway_inputs(plan, self.plan_shape)
         if cut:
             self.recorder.emit(
@@ -436,6 +447,14 @@ class PlanAndRethink:
                 "cut inputs that looped to their length bound: "
                 + "; ".join(f"{step} keeps {kept!r}" for step, kept in cut.items()),
                 cut=cut,
+            )
+        plan, given = give_copied_text_whole(plan, self.plan_shape, question, self._takes_code)
+        if given:
+            self.recorder.emit(
+                EventType.PLAN_TEXT_WHOLE,
+                f"gave the request's text whole to steps whose input copied it up to the "
+                f"{self.plan_shape.max_input_chars}-character bound: {', '.join(given)}",
+                given=given,
             )
         if self.strategy.merge_duplicate_steps:
             plan, merged = merge_duplicate_steps(plan)

@@ -17,6 +17,7 @@ from agent_py.page.settings import PageSettings
 from agent_py.plan import (
     PlanSchema,
     cut_runaway_inputs,
+    give_copied_text_whole,
     merge_duplicate_steps,
     plan_json_schema,
 )
@@ -201,6 +202,67 @@ def test_only_a_loop_that_reached_the_bound_is_cut() -> None:
     _, cut = cut_runaway_inputs(plan_of(code_loop), shape)
     # The loop starts where the text starts repeating itself: at the quote that ends 'hello.
     assert cut == {"s1": "return 'hello"}
+
+
+PASTED = (
+    "The city council voted on Tuesday to turn the old railway yard into a public park.\n"
+    "The plan keeps the two brick engine sheds, which will house a cafe and a bicycle "
+    "workshop, and adds a playground, a pond for rainwater and four kilometres of paths.\n\n"
+    "Work starts in March. The cost, 12 million euros, is shared by the city and a fund."
+)
+
+
+async def test_a_text_copied_from_the_request_up_to_the_bound_is_given_whole() -> None:
+    """A small plan's input is bounded (160 characters): "summarise this: <a page>" came to
+    the generator as the page's first 160 characters, copied into the plan. The step gets
+    the request whole, pasted line breaks included, and says so."""
+    bound = SMALL.plan_shape.max_input_chars
+    question = f"Summarise this text in one sentence:\n\n{PASTED}"
+    copied = " ".join(PASTED.split())[: bound - 4] + "bike"  # the bound fell in "bicycle"
+    prompts: list[str] = []
+
+    def generate(messages: list[Message], call: CallInfo) -> str:
+        prompts.append(messages[-1]["content"])
+        return "The railway yard becomes a park."
+
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([input_step("s1", "llm_generator", copied)]), "generate": generate}
+    )
+    agent, sink = make_agent(llm, config=SMALL_CONFIG)
+
+    result = await agent.task(question)
+
+    assert result.state is AgentState.COMPLETED
+    assert result.answer == "The railway yard becomes a park."
+    assert prompts == [question]  # the request's own words say what to do with the text
+    [given] = of_type(sink.events, EventType.PLAN_TEXT_WHOLE)
+    assert given.meta["given"] == {"s1": question}
+    assert "160-character bound" in given.content
+
+
+def test_a_copy_keeps_the_steps_own_words_and_only_a_cut_copy_is_completed() -> None:
+    shape = SMALL.plan_shape
+    bound = shape.max_input_chars
+    question = f"Translate into French and keep it short: {PASTED} Thanks!"
+    flat = " ".join(PASTED.split())
+
+    def given(text: str, tool: str = "llm_generator") -> dict[str, str]:
+        plan = PlanSchema.model_validate(
+            json.loads(plan_reply([input_step("s1", tool, text)], wrap=False))
+        )
+        return give_copied_text_whole(plan, shape, question, lambda name: name == "js")[1]
+
+    own = "In French: "
+    with_own_words = own + flat[: bound - len(own)]
+    assert given(with_own_words) == {"s1": own + PASTED + " Thanks!"}
+    # Left as written: under the bound (the model ended it), a copy shorter than 40
+    # characters, a copy that reached the request's end, a tool that takes code.
+    assert given(own + flat[:100]) == {}
+    assert given(("x" * 130 + flat)[:bound]) == {}
+    end = f"{PASTED} Thanks!"
+    assert given(" ".join(end.split())[-bound:]) == {}
+    assert given(with_own_words, tool="js") == {}
+    assert FULL.plan_shape.step_input is False  # the full profile's arguments are whole
 
 
 async def test_a_generation_that_starts_over_until_its_budget_keeps_the_first_pass() -> None:
