@@ -23,6 +23,7 @@ from agent_py.plan import (
 )
 from agent_py.plan_prompts import nearest_example_turns, plan_example_turns, plan_system_prompt
 from agent_py.profiles import FULL, SMALL, Strategy, profile_for
+from agent_py.terminal import describe
 from agent_py.tools.registry import ToolRegistry
 
 # The small strategy without its code call after failed code, for tests of the corrected plan.
@@ -238,6 +239,7 @@ async def test_a_text_copied_from_the_request_up_to_the_bound_is_given_whole() -
     [given] = of_type(sink.events, EventType.PLAN_TEXT_WHOLE)
     assert given.meta["given"] == {"s1": question}
     assert "160-character bound" in given.content
+    assert describe(given) == f"· {given.content}"  # the terminal says so before the steps
 
 
 def test_a_copy_keeps_the_steps_own_words_and_only_a_cut_copy_is_completed() -> None:
