@@ -183,20 +183,28 @@ def cut_runaway_inputs(plan: PlanSchema, shape: PlanShape) -> tuple[PlanSchema, 
     Only inputs exactly at the bound are looked at, so a repetition the model ended itself
     (``1000000``, ``'ab'.repeat(4)``) is never touched; an input that would be left empty
     stays as it is."""
-    cut: dict[str, str] = {}
+    return _with_inputs(plan, lambda step: _without_runaway(step.input, shape.max_input_chars))
+
+
+def _with_inputs(
+    plan: PlanSchema, change: Callable[[StepSchema], str | None]
+) -> tuple[PlanSchema, dict[str, str]]:
+    """``plan`` with each step's input that ``change`` gives a new one for replaced, and
+    ``{step id: new input}``; the same plan when there is none."""
+    changed: dict[str, str] = {}
     tasks: list[TaskSchema] = []
     for task in plan.tasks:
         steps: list[StepSchema] = []
         for step in task.steps:
-            kept = _without_runaway(step.input, shape.max_input_chars)
-            if kept is not None:
-                cut[step.step_id] = kept
-                step = step.model_copy(update={"input": kept})
+            new = change(step)
+            if new is not None:
+                changed[step.step_id] = new
+                step = step.model_copy(update={"input": new})
             steps.append(step)
         tasks.append(task.model_copy(update={"steps": steps}))
-    if not cut:
+    if not changed:
         return plan, {}
-    return PlanSchema(tasks=tasks), cut
+    return PlanSchema(tasks=tasks), changed
 
 
 def _without_runaway(text: str | None, bound: int) -> str | None:
@@ -227,22 +235,13 @@ def give_copied_text_whole(
     after. Its copy then runs to the request's end; an input that was nothing but the copy
     becomes the whole request, whose own words say what to do with the text. Steps of tools
     that take code (``takes_code(tool)``) are left alone: text is not code."""
-    given: dict[str, str] = {}
-    tasks: list[TaskSchema] = []
-    for task in plan.tasks:
-        steps: list[StepSchema] = []
-        for step in task.steps:
-            whole = None
-            if step.input is not None and not takes_code(step.tool_name):
-                whole = _copy_made_whole(step.input, question, shape.max_input_chars)
-            if whole is not None:
-                given[step.step_id] = whole
-                step = step.model_copy(update={"input": whole})
-            steps.append(step)
-        tasks.append(task.model_copy(update={"steps": steps}))
-    if not given:
-        return plan, {}
-    return PlanSchema(tasks=tasks), given
+
+    def whole(step: StepSchema) -> str | None:
+        if step.input is None or takes_code(step.tool_name):
+            return None
+        return _copy_made_whole(step.input, question, shape.max_input_chars)
+
+    return _with_inputs(plan, whole)
 
 
 def _copy_made_whole(text: str, question: str, bound: int) -> str | None:

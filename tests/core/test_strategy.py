@@ -161,22 +161,27 @@ def test_merging_keeps_steps_that_differ_and_is_off_in_the_full_profile() -> Non
     assert SMALL.strategy.merge_duplicate_steps is True
 
 
-async def test_an_input_that_looped_to_its_bound_is_cut_before_the_loop() -> None:
-    bound = SMALL.plan_shape.max_input_chars
-    looped = "Write a greeting for Ann" + ".js" * 60
-    looped = looped[: bound - 2] + ".1"  # the bound ends it mid-loop, as the grammar does
+async def generated(planned: str, question: str, text: str) -> tuple[Any, Any, list[str]]:
+    """A small-profile run of one llm_generator step planned with ``planned`` as its input,
+    the generator answering ``text``: the result, the events and the prompts it was given."""
     prompts: list[str] = []
 
     def generate(messages: list[Message], call: CallInfo) -> str:
         prompts.append(messages[-1]["content"])
-        return "Dear Ann, all the best!"
+        return text
 
     llm = ScriptedLLM.replaying(
-        {"plan": plan_reply([input_step("s1", "llm_generator", looped)]), "generate": generate}
+        {"plan": plan_reply([input_step("s1", "llm_generator", planned)]), "generate": generate}
     )
     agent, sink = make_agent(llm, config=SMALL_CONFIG)
+    return await agent.task(question), sink, prompts
 
-    result = await agent.task("Write a greeting for Ann.")
+
+async def test_an_input_that_looped_to_its_bound_is_cut_before_the_loop() -> None:
+    bound = SMALL.plan_shape.max_input_chars
+    looped = "Write a greeting for Ann" + ".js" * 60
+    looped = looped[: bound - 2] + ".1"  # the bound ends it mid-loop, as the grammar does
+    result, sink, prompts = await generated(looped, "Write a greeting for Ann.", "Dear Ann!")
 
     assert result.state is AgentState.COMPLETED
     assert prompts == ["Write a greeting for Ann"]
@@ -220,21 +225,10 @@ async def test_a_text_copied_from_the_request_up_to_the_bound_is_given_whole() -
     bound = SMALL.plan_shape.max_input_chars
     question = f"Summarise this text in one sentence:\n\n{PASTED}"
     copied = " ".join(PASTED.split())[: bound - 4] + "bike"  # the bound fell in "bicycle"
-    prompts: list[str] = []
-
-    def generate(messages: list[Message], call: CallInfo) -> str:
-        prompts.append(messages[-1]["content"])
-        return "The railway yard becomes a park."
-
-    llm = ScriptedLLM.replaying(
-        {"plan": plan_reply([input_step("s1", "llm_generator", copied)]), "generate": generate}
-    )
-    agent, sink = make_agent(llm, config=SMALL_CONFIG)
-
-    result = await agent.task(question)
+    result, sink, prompts = await generated(copied, question, "The yard becomes a park.")
 
     assert result.state is AgentState.COMPLETED
-    assert result.answer == "The railway yard becomes a park."
+    assert result.answer == "The yard becomes a park."
     assert prompts == [question]  # the request's own words say what to do with the text
     [given] = of_type(sink.events, EventType.PLAN_TEXT_WHOLE)
     assert given.meta["given"] == {"s1": question}
