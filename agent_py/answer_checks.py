@@ -26,6 +26,9 @@ ECHO_WORDS = 5  # "You are a careful writer" is five words
 LOOP_MIN_WORDS = 12
 LOOP_MAX_DISTINCT = 0.3
 _WORD = re.compile(r"\w+", re.UNICODE)
+LOOP_MIN_CHARS = 40
+_PHRASE_LOOP = re.compile(r"(.{2,80}?)\1{3,}", re.DOTALL)
+_LETTER = re.compile(r"[^\W\d_]")
 _PLAN_JSON = re.compile(r'"(step_id|task_id|tool_name)"\s*:|<plan>|</?status>', re.IGNORECASE)
 
 
@@ -48,12 +51,21 @@ def echoes_instructions(text: str, instructions: Iterable[str], *, allowed: str 
 
 def repeats_itself(text: str) -> bool:
     """True when ``text`` is one short phrase over and over: at least ``LOOP_MIN_WORDS`` words,
-    and at most ``LOOP_MAX_DISTINCT`` of its three-word runs distinct."""
+    and at most ``LOOP_MAX_DISTINCT`` of its three-word runs distinct; or, written without
+    spaces between the repeats ("Good morningGood morningGood morning…", where words run
+    into each other), at least ``LOOP_MIN_CHARS`` characters that are one phrase with a letter
+    in it four times or more, then at most the start of it once more (cut by the length
+    limit)."""
     words = [word.lower() for word in _WORD.findall(text)]
-    if len(words) < LOOP_MIN_WORDS:
+    if len(words) >= LOOP_MIN_WORDS:
+        runs = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
+        if len(set(runs)) <= LOOP_MAX_DISTINCT * len(runs):
+            return True
+    stripped = text.strip()
+    loop = _PHRASE_LOOP.match(stripped)
+    if len(stripped) < LOOP_MIN_CHARS or loop is None or not _LETTER.search(loop.group(1)):
         return False
-    runs = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
-    return len(set(runs)) <= LOOP_MAX_DISTINCT * len(runs)
+    return loop.group(1).startswith(stripped[loop.end() :])
 
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")

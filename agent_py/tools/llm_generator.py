@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_py.answer_checks import before_it_starts_over, echoes_instructions
+from agent_py.answer_checks import before_it_starts_over, echoes_instructions, repeats_itself
 from agent_py.llm import CallPurpose, Message
 from agent_py.prompts import render
 from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
@@ -52,6 +52,8 @@ class LLMGenerator(ToolBase):
                 text = kept
         if not text.strip():
             raise ToolError("the model returned no text")
+        if repeats_itself(text):
+            raise ToolError("the model wrote one phrase over and over instead of the text")
         if echoes_instructions(text, [system], allowed=instruction):
             raise ToolError("the model repeated its own instructions instead of doing the task")
         return ToolResult(text)

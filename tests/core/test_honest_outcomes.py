@@ -68,6 +68,12 @@ def test_a_loop_is_a_phrase_over_and_over_not_a_refrain_or_a_list() -> None:
     assert not repeats_itself(", ".join(str(n) for n in range(1, 31)))
     assert not repeats_itself("The ocean covers most of our planet and hides a world below.")
     assert not repeats_itself("yes yes yes yes")  # too short to tell
+    # Repeats that run into each other: too few words apart to count by words.
+    assert repeats_itself("Good morning" * 9 + "G")
+    assert repeats_itself("Bonjour! " * 5 + "Bon")
+    assert not repeats_itself("Good morning" * 9 + "Goodbye")  # something else at the end
+    assert not repeats_itself("1" * 60)  # a number, not a phrase
+    assert not repeats_itself("abab" * 8)  # too short to tell
 
 
 async def test_an_answer_that_is_plan_json_fails_the_run() -> None:

@@ -284,6 +284,18 @@ async def test_a_generation_that_starts_over_until_its_budget_keeps_the_first_pa
         assert len(progress) == (1 if reply.finish_reason == "length" else 0)
 
 
+async def test_a_generation_of_one_phrase_over_and_over_fails_its_step() -> None:
+    """Translate 'good morning' into French: SmolLM2 wrote "Good morningGood morning…" until
+    its budget, and the run completed with that as its answer."""
+    result, sink, _ = await generated("Good morning", "Greet in French.", "Good morning" * 12)
+
+    assert result.state is AgentState.FAILED
+    failed = of_type(sink.events, EventType.STEP_FAILED)
+    assert failed[0].content.endswith(
+        "the model wrote one phrase over and over instead of the text"
+    ), failed[0].content
+
+
 async def test_worked_examples_come_before_the_task_as_earlier_turns() -> None:
     llm = ScriptedLLM.replaying(
         {"plan": plan_reply([input_step("s1", "javascript_execute", "return 2 - 1;")])}
