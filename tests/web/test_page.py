@@ -181,7 +181,8 @@ def test_streamed_text_reaches_the_live_output_whole_in_order_and_in_few_message
     page.add_init_script(COUNT_TOKEN_MESSAGES)
     open_app(page, scripted)
     the_plan = plan([step("s1", "llm_generator", {"prompt": "write"})])
-    written = "word " * 120  # 25 pieces, streamed at once
+    # 25 pieces, streamed at once; words that differ, as one word over and over fails its step
+    written = "".join(f"w{n:03d} " for n in range(120))
     said = done("slowly said")  # 2 pieces, half a second apart
     run_task(
         page,
