@@ -15,8 +15,8 @@ from agent_py.conversation import (
     make_digest,
     turns_that_fit,
 )
-from agent_py.errors import AgentError, PlanCancelled
-from agent_py.events import AgentState, Event, EventType
+from agent_py.errors import AgentError, LLMError, PlanCancelled, PromptTooLargeError
+from agent_py.events import AgentState, Event, EventType, FailureCause
 from agent_py.execution import StepOutcome
 from agent_py.history import EventListener, EventRecorder, HistorySink, Hooks, new_session_id
 from agent_py.llm import (
@@ -92,6 +92,8 @@ class RunResult(BaseModel):
     answer: str
     state: AgentState
     error: str | None = None
+    failure: FailureCause | None = None
+    """Why a failed run failed (None unless ``state`` is failed)."""
     plan: PlanSchema | None = None
     """The latest plan (after any re-plan)."""
     steps: list[StepRecord] = []
@@ -223,7 +225,7 @@ class Agent:
         before = self.llm.stats.snapshot()
         started = time.perf_counter()
         run = PlanRun()
-        state, error = AgentState.FAILED, None
+        state, error, failure = AgentState.FAILED, None, FailureCause.TASK
         cancelled_from_outside = False
         earlier = turns_that_fit(self.earlier, self.config.context_window // EARLIER_TURNS_SHARE)
         try:
@@ -240,19 +242,28 @@ class Agent:
                 cancelled_from_outside = True
         except PlanCancelled as exc:
             state, error = AgentState.CANCELLED, str(exc)
+        except LLMError as exc:  # the engine, not the task: a scorer must not judge it
+            error = str(exc)
+            if not isinstance(exc, PromptTooLargeError):
+                failure = FailureCause.ENGINE
         except AgentError as exc:  # a failure we know: its message is for the user
             error = str(exc)
         except Exception as exc:  # a bug of ours: still end the turn with a clear event
             error = f"internal error: {type(exc).__name__}: {exc}"
+            failure = FailureCause.INTERNAL
         finally:
             self._running = None
         result = self._result(run, state, error, before, started)
+        if state is AgentState.FAILED:
+            engine_steps = any(o.engine_failed for o in run.outcomes)
+            result.failure = FailureCause.ENGINE if engine_steps else failure
         self._set_state(state)
         await self.recorder.emit_and_wait(
             EventType.FINAL,
             result.answer if state is AgentState.COMPLETED else (error or ""),
             state=state.value,
             error=error,
+            failure=result.failure.value if result.failure else None,
             failed_steps=[s.step_id for s in result.steps if not s.ok],
             stats=result.stats.model_dump(),
         )

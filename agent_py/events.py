@@ -27,6 +27,15 @@ class AgentState(StrEnum):
 FINAL_STATES = frozenset({AgentState.COMPLETED, AgentState.FAILED, AgentState.CANCELLED})
 
 
+class FailureCause(StrEnum):
+    """Why a failed turn failed, for whoever scores or retries it: the task's own outcome, or
+    the machinery under it."""
+
+    TASK = "task"  # the run did not do the task: steps failed, the model refused, a limit
+    ENGINE = "engine"  # the model engine failed (load, storage, crash): nothing was judged
+    INTERNAL = "internal"  # a bug of ours
+
+
 class EventType(StrEnum):
     # Session and turn framing of the JSONL history.
     SESSION_START = "session_start"

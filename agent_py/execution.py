@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_py.budget import truncate_middle
-from agent_py.errors import AgentError
+from agent_py.errors import AgentError, LLMError, PromptTooLargeError
 from agent_py.events import EventType
 from agent_py.history import EventRecorder
 from agent_py.llm import CallPurpose, ModelRole
@@ -36,10 +36,24 @@ class StepOutcome:
     arguments: dict[str, Any] | None = None
     thought: bool = False
     seconds: float = 0.0
+    engine_failed: bool = False
+    """The step failed because the model engine did (a generation or an arguments call),
+    not because of the task: a run it fails is the engine's failure (FailureCause.ENGINE)."""
 
     @property
     def ok(self) -> bool:
         return not self.result.is_error
+
+
+def engine_failure(error: BaseException) -> bool:
+    """Whether ``error``, or what it was raised from, is the engine's failure (an LLMError,
+    but a prompt too large for the window, which is the task's size)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, LLMError) and not isinstance(seen, PromptTooLargeError):
+            return True
+        seen = seen.__cause__
+    return False
 
 
 @dataclass
@@ -144,6 +158,7 @@ class StepExecutor:
             )
         except AgentError as exc:  # the one way out of a failed step: its message
             outcome.result = ToolResult(str(exc), is_error=True)
+            outcome.engine_failed = engine_failure(exc)
         except Exception as exc:  # a bug of ours in one step must not sink the others
             outcome.result = ToolResult(f"{type(exc).__name__}: {exc}", is_error=True)
         outcome.seconds = time.perf_counter() - started

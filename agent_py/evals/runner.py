@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from agent_py.evals.suite import EvalTask, Tier, Verdict, check
+from agent_py.evals.suite import EvalTask, Split, Tier, Verdict, check
 from agent_py.events import Event
 from agent_py.terminal import PageAgent, SetupError
 
@@ -35,13 +36,19 @@ class TaskReport:
     state: str
     answer: str
     error: str | None
+    failure: str | None
     model_calls: dict[str, int]
     prompt_tokens: int
     completion_tokens: int
     seconds: float
 
+    @property
+    def wrong_completed(self) -> bool:
+        """Reported completed, and wrong: what a user would take for an answer."""
+        return self.state == "completed" and not self.verdict.passed
+
     def line(self) -> str:
-        mark = "PASS" if self.verdict.passed else "FAIL"
+        mark = "PASS" if self.verdict.passed else "ERROR" if self.verdict.errored else "FAIL"
         calls = " ".join(f"{k}={v}" for k, v in sorted(self.model_calls.items())) or "none"
         shown = self.answer if self.state == "completed" else f"[{self.state}] {self.error}"
         shown = " ".join((shown or "").split())[:120]
@@ -66,30 +73,39 @@ class SuiteReport:
         calls: Counter[str] = Counter()
         for report in self.reports:
             calls.update(report.model_calls)
+        tuning = [r for r in self.reports if r.task.split is Split.TUNING]
         tiers = {}
-        ran_full = any(r.task.tier is Tier.FULL for r in self.reports)
+        ran_full = any(r.task.tier is Tier.FULL for r in tuning)
         for tier in Tier:
-            of_tier = [r for r in self.reports if tier is Tier.FULL or r.task.tier is tier]
+            of_tier = [r for r in tuning if tier is Tier.FULL or r.task.tier is tier]
             if of_tier and (tier is not Tier.FULL or ran_full):
-                tiers[tier.value] = {
-                    "passed": sum(r.verdict.passed for r in of_tier),
-                    "tasks": len(of_tier),
-                }
+                tiers[tier.value] = _score(of_tier)
+        splits = {
+            split.value: _score(of_split)
+            for split in Split
+            if (of_split := [r for r in self.reports if r.task.split is split])
+        }
         return {
             "engine": self.engine,
             "model": self.model,
             "passed": self.passed,
             "failed": len(self.reports) - self.passed,
+            "errors": sum(r.verdict.errored for r in self.reports),
+            "wrong_completed": sum(r.wrong_completed for r in self.reports),
             "tiers": tiers,
+            "splits": splits,
             "model_calls": dict(calls),
             "prompt_tokens": sum(r.prompt_tokens for r in self.reports),
             "completion_tokens": sum(r.completion_tokens for r in self.reports),
             "seconds": round(sum(r.seconds for r in self.reports), 1),
             "tasks": {
                 r.task.id: {
+                    "split": r.task.split.value,
                     "passed": r.verdict.passed,
+                    "errored": r.verdict.errored,
                     "why": r.verdict.why,
                     "state": r.state,
+                    "failure": r.failure,
                     "answer": r.answer,
                     "error": r.error,
                     "model_calls": r.model_calls,
@@ -98,6 +114,17 @@ class SuiteReport:
                 for r in self.reports
             },
         }
+
+
+def _score(reports: list[TaskReport]) -> dict[str, Any]:
+    """Passed, errors and wrong answers reported completed, of ``reports``; the median time."""
+    return {
+        "passed": sum(r.verdict.passed for r in reports),
+        "tasks": len(reports),
+        "errors": sum(r.verdict.errored for r in reports),
+        "wrong_completed": sum(r.wrong_completed for r in reports),
+        "median_seconds": round(statistics.median(r.seconds for r in reports), 1),
+    }
 
 
 MODEL_SETTING = {"cpu": "cpu_model", "webllm": "model", "openai": "openai_model"}
@@ -190,16 +217,19 @@ def _report(
 ) -> TaskReport:
     if result is None:
         why = f"the page could not run the task: {page.page_error()}"
-        return TaskReport(task, Verdict(passed=False, why=why), "failed", "", why, {}, 0, 0, 0)
+        verdict = Verdict(passed=False, errored=True, why=why)
+        return TaskReport(task, verdict, "failed", "", why, "internal", {}, 0, 0, 0)
     state, answer = str(result["state"]), str(result.get("answer") or "")
     error: str | None = result.get("error")
+    failure: str | None = result.get("failure")
     stats = result.get("stats") or {}
     return TaskReport(
         task=task,
-        verdict=check(task, state, answer, error),
+        verdict=check(task, state, answer, error, failure),
         state=state,
         answer=answer,
         error=error,
+        failure=failure,
         model_calls=dict(stats.get("model_calls") or {}),
         prompt_tokens=int(stats.get("prompt_tokens") or 0),
         completion_tokens=int(stats.get("completion_tokens") or 0),
@@ -209,19 +239,28 @@ def _report(
 
 def print_summary(report: SuiteReport, artifacts: Path, out: TextIO = sys.stdout) -> None:
     summary = report.summary()
-    tiers = ", ".join(
-        f"{name} {t['passed']}/{t['tasks']} ({100 * t['passed'] / t['tasks']:.0f}%)"
-        for name, t in summary["tiers"].items()
-    )
+    parts = [
+        (f"{name} tier" if name in summary["tiers"] else name, score)
+        for name, score in [*summary["tiers"].items(), *summary["splits"].items()]
+        if name != Split.TUNING.value
+    ]
     calls = " ".join(f"{k}={v}" for k, v in sorted(summary["model_calls"].items()))
     print(file=out)
-    print(f"score: {tiers}", file=out)
+    for name, score in parts:
+        print(
+            f"score: {name} {score['passed']}/{score['tasks']} "
+            f"({100 * score['passed'] / score['tasks']:.0f}%); wrong answers reported completed "
+            f"{score['wrong_completed']}; engine errors {score['errors']}; "
+            f"median {score['median_seconds']} s a task",
+            file=out,
+        )
     print(
         f"model calls: {calls or 'none'}; tokens {summary['prompt_tokens']}+"
         f"{summary['completion_tokens']}; {summary['seconds']} s in tasks; runs: {artifacts}",
         file=out,
     )
-    print(f"{summary['passed']} passed, {summary['failed']} failed", file=out, flush=True)
+    errors = f" ({summary['errors']} of them engine errors)" if summary["errors"] else ""
+    print(f"{summary['passed']} passed, {summary['failed']} failed{errors}", file=out, flush=True)
 
 
 @contextmanager

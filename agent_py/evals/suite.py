@@ -1,6 +1,9 @@
 """The real-task suite: tasks with machine-checkable answers, and the checks.
 
-Tasks live in ``tasks.json`` beside this module (or any file of the same form). A task with a
+Two splits live beside this module, in the same form: ``tasks.json``, the tuning split (tiers
+small and full), on which prompts, switches and checks may be chosen, and ``heldout.json``,
+user-phrased tasks that name no tool, written before any tuning on the models they are
+reported for and never used to choose anything. Scores are reported per split. A task with a
 ``follow_up`` is two turns of one session: the follow-up needs the first turn's result, and
 ``expect`` judges the follow-up. A task's ``expect`` says what a right outcome meets; every
 check given must hold:
@@ -28,11 +31,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 TASKS_FILE = Path(__file__).with_name("tasks.json")
+HELD_OUT_FILE = Path(__file__).with_name("heldout.json")
 
 
 class Tier(StrEnum):
     SMALL = "small"
     FULL = "full"
+
+
+class Split(StrEnum):
+    TUNING = "tuning"
+    HELD_OUT = "held-out"
 
 
 class Expect(BaseModel):
@@ -70,19 +79,31 @@ class EvalTask(BaseModel):
     expect: Expect
     script: dict[str, Any] = {}
     """Replies of the scripted test engine that does this task right (plumbing only)."""
+    split: Split = Split.TUNING
+    """Set by the loader from the file the task came from."""
 
 
 class Verdict(BaseModel):
     passed: bool
     why: str = ""
+    errored: bool = False
+    """The engine (or our code) failed under the task: nothing about the answer was judged,
+    and it never counts as a pass, whatever the task expected."""
 
 
 def load_tasks(
-    path: Path = TASKS_FILE, *, tier: Tier = Tier.FULL, only: list[str] | None = None
+    path: Path = TASKS_FILE,
+    *,
+    tier: Tier = Tier.FULL,
+    only: list[str] | None = None,
+    split: Split | None = None,
 ) -> list[EvalTask]:
-    """The tasks of ``path`` in ``tier`` (small is part of full), or those named in ``only``."""
+    """The tasks of ``path`` in ``tier`` (small is part of full), or those named in ``only``.
+    ``split``: what the file holds (default: held-out for ``heldout.json``, else tuning)."""
     raw = json.loads(path.read_text(encoding="utf-8"))
-    tasks = [EvalTask.model_validate(item) for item in raw["tasks"]]
+    if split is None:
+        split = Split.HELD_OUT if path.resolve() == HELD_OUT_FILE.resolve() else Split.TUNING
+    tasks = [EvalTask.model_validate({**item, "split": split}) for item in raw["tasks"]]
     ids = [task.id for task in tasks]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{path}: task ids must be unique")
@@ -92,6 +113,35 @@ def load_tasks(
             raise ValueError(f"unknown task ids: {', '.join(unknown)}")
         return [task for task in tasks if task.id in only]
     return [task for task in tasks if tier is Tier.FULL or task.tier is Tier.SMALL]
+
+
+def load_suite(
+    split: Split | Literal["all"] = Split.TUNING,
+    *,
+    tier: Tier = Tier.SMALL,
+    only: list[str] | None = None,
+    tasks_file: Path = TASKS_FILE,
+    held_out_file: Path = HELD_OUT_FILE,
+) -> list[EvalTask]:
+    """The suite's tasks: the tuning split's ``tier``, the held-out split (all of it), or
+    both (``all``); ``only`` picks tasks by id from the splits asked for."""
+    files = {Split.TUNING: tasks_file, Split.HELD_OUT: held_out_file}
+    chosen = list(Split) if split == "all" else [Split(split)]
+    tasks: list[EvalTask] = []
+    for part in chosen:
+        every = load_tasks(files[part], tier=Tier.FULL, split=part)
+        if only is None:
+            whole = part is Split.HELD_OUT or tier is Tier.FULL  # held-out has no tiers
+            tasks += [t for t in every if whole or t.tier is Tier.SMALL]
+        else:
+            tasks += [t for t in every if t.id in only]
+    ids = [task.id for task in tasks]
+    if len(set(ids)) != len(ids):
+        raise ValueError("task ids must be unique across the splits")
+    unknown = sorted(set(only or ()) - set(ids))
+    if unknown:
+        raise ValueError(f"unknown task ids: {', '.join(unknown)}")
+    return tasks
 
 
 _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)?")
@@ -106,9 +156,15 @@ _MARKERS: dict[str, set[str]] = {
 }
 
 
-def check(task: EvalTask, state: str, answer: str, error: str | None) -> Verdict:
-    """Whether a run of ``task`` that ended in ``state`` with ``answer`` / ``error`` is right."""
+def check(
+    task: EvalTask, state: str, answer: str, error: str | None, failure: str | None = None
+) -> Verdict:
+    """Whether a run of ``task`` that ended in ``state`` with ``answer`` / ``error`` is right.
+    ``failure``: the failed run's cause (``FailureCause``); an engine failure or a bug of ours
+    is an error, never a right refusal."""
     expect = task.expect
+    if state == "failed" and failure in ("engine", "internal"):
+        return Verdict(passed=False, errored=True, why=f"{failure} error: {error or 'no reason'}")
     if state != expect.state:
         detail = f": {error}" if error else ""
         return Verdict(passed=False, why=f"ended {state}, expected {expect.state}{detail}")

@@ -8,7 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from agent_py.evals.suite import EvalTask, Expect, Tier, check, load_tasks
+from agent_py.evals.runner import SuiteReport, TaskReport
+from agent_py.evals.suite import (
+    HELD_OUT_FILE,
+    EvalTask,
+    Expect,
+    Split,
+    Tier,
+    Verdict,
+    check,
+    load_suite,
+    load_tasks,
+)
 
 
 def make_task(**expect: object) -> EvalTask:
@@ -30,6 +41,74 @@ def test_the_suite_has_the_tasks_the_issue_asks_for() -> None:
     assert any(t.expect.state == "failed" for t in small)
     for task in tasks:
         assert task.script.get("plan"), f"{task.id} has no scripted plan"
+
+
+def test_the_held_out_split_is_user_phrased_and_apart_from_the_tuning_split() -> None:
+    held_out = load_suite(Split.HELD_OUT)
+    tuning = load_tasks(tier=Tier.FULL)
+    assert len(held_out) >= 20
+    assert held_out == load_tasks(HELD_OUT_FILE)
+    assert all(t.split is Split.HELD_OUT for t in held_out)
+    assert all(t.split is Split.TUNING for t in tuning)
+    assert not {t.id for t in held_out} & {t.id for t in tuning}
+    # Phrased as a user phrases a task: no tool or server named.
+    for task in held_out:
+        asked = task.question + (task.follow_up.question if task.follow_up else "")
+        assert not re.search(r"javascript|python|atlas|\btool\b|server", asked, re.I), task.id
+        assert task.script.get("plan"), f"{task.id} has no scripted plan"
+    kinds = {t.kind for t in held_out}
+    assert {"arithmetic", "date", "list", "extract", "text", "mcp", "impossible"} <= kinds
+    assert sum(t.expect.state == "failed" for t in held_out) >= 2
+    assert any(t.follow_up for t in held_out)
+    # Both splits together, and a split's tasks by id.
+    both = load_suite("all", tier=Tier.SMALL)
+    assert [t.id for t in both] == [t.id for t in load_tasks(tier=Tier.SMALL)] + [
+        t.id for t in held_out
+    ]
+    picked = load_suite("all", only=["js-add", "percent-of"])
+    assert [(t.id, t.split) for t in picked] == [
+        ("js-add", Split.TUNING),
+        ("percent-of", Split.HELD_OUT),
+    ]
+    with pytest.raises(ValueError, match="unknown task ids: js-add"):
+        load_suite(Split.HELD_OUT, only=["js-add"])
+
+
+def test_an_engine_failure_is_an_error_never_a_right_refusal() -> None:
+    cannot = make_task(state="failed")
+    for cause in ("engine", "internal"):
+        verdict = check(cannot, "failed", "", "Failed to execute 'put' on 'Cache'", cause)
+        assert not verdict.passed and verdict.errored
+        assert verdict.why == f"{cause} error: Failed to execute 'put' on 'Cache'"
+    # The task's own failure is judged as before.
+    assert check(cannot, "failed", "", "no tool can book a table", "task").passed
+    assert not check(make_task(number=42), "failed", "", "engine gone", "engine").passed
+
+
+def test_the_summary_counts_wrong_answers_reported_completed_and_errors_per_split() -> None:
+    def report(id: str, split: Split, state: str, verdict: Verdict) -> TaskReport:
+        task = make_task().model_copy(update={"id": id, "split": split})
+        return TaskReport(task, verdict, state, "x", None, None, {}, 0, 0, 2.0)
+
+    suite = SuiteReport(engine="cpu", model="m")
+    suite.reports = [
+        report("a", Split.TUNING, "completed", Verdict(passed=True)),
+        report("b", Split.TUNING, "completed", Verdict(passed=False, why="no 42")),
+        report("c", Split.HELD_OUT, "failed", Verdict(passed=False, errored=True)),
+        report("d", Split.HELD_OUT, "completed", Verdict(passed=False, why="no 7")),
+    ]
+    summary = suite.summary()
+    assert (summary["passed"], summary["errors"], summary["wrong_completed"]) == (1, 1, 2)
+    assert summary["tiers"]["small"] == {
+        "passed": 1,
+        "tasks": 2,
+        "errors": 0,
+        "wrong_completed": 1,
+        "median_seconds": 2.0,
+    }
+    assert summary["splits"]["held-out"]["errors"] == 1
+    assert summary["splits"]["held-out"]["wrong_completed"] == 1
+    assert summary["tasks"]["c"]["errored"] is True
 
 
 def test_load_tasks_picks_by_id_and_refuses_unknown_ids(tmp_path: Path) -> None:
