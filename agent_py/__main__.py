@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agent_py.agent import Agent, AgentConfig
 from agent_py.demo import DEMO_LABEL, demo_llm
@@ -93,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         "(--base-url, --model); scripted: tests only",
     )
     add_model_server_options(run)
-    run.add_argument("--model", help="the model server's model (--engine openai)")
+    run.add_argument(
+        "--model",
+        help="the model: for the CPU engine a bundled id (web/models.json) or a .gguf URL; for "
+        "WebLLM a model id; for a model server (--engine openai) one of its models",
+    )
     run.add_argument("--script", type=Path, help="replies for the scripted engine (JSON file)")
     run.add_argument("--settings", help="page settings as JSON, e.g. '{\"max_tokens\": 256}'")
     run.add_argument("--timeout", type=float, default=1800, help="seconds for the whole task")
@@ -133,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_SETUP
     if server:
         settings = {**(settings or {}), **server}
+    elif args.model:
+        settings = {**(settings or {}), **model_setting(args.engine, args.model)}
     return run_in_browser(
         args.task,
         history=args.session or args.history,
@@ -143,6 +149,18 @@ def main(argv: list[str] | None = None) -> int:
         timeout_s=args.timeout,
         profile=None if args.fresh_browser else args.browser_profile,
     )
+
+
+def model_setting(engine: str, model: str) -> dict[str, str]:
+    """The page setting that picks ``model`` on ``engine`` (not a model server's: see
+    model_server_settings). With ``auto``, a bundled CPU model's id or a .gguf file is the CPU
+    engine's; any other name is WebLLM's."""
+    from agent_py.terminal import bundled_cpu_models
+
+    cpu = engine == "cpu" or (
+        engine == "auto" and (model.endswith(".gguf") or model in bundled_cpu_models())
+    )
+    return {"cpu_model": model} if cpu else {"model": model}
 
 
 def add_model_server_options(command: argparse.ArgumentParser) -> None:
@@ -174,7 +192,7 @@ def model_server_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_eval_command(commands: Any) -> None:
-    from agent_py.evals.suite import TASKS_FILE
+    from agent_py.evals.suite import HELD_OUT_FILE, TASKS_FILE
 
     evaluate = commands.add_parser(
         "eval",
@@ -187,13 +205,25 @@ def add_eval_command(commands: Any) -> None:
         "--engine", choices=["scripted", "cpu", "webllm", "openai"], default="cpu"
     )
     add_model_server_options(evaluate)
-    evaluate.add_argument("--tasks", type=Path, default=TASKS_FILE, help="suite file (JSON)")
+    evaluate.add_argument(
+        "--split",
+        choices=["tuning", "held-out", "all"],
+        default="tuning",
+        help="tuning (tasks.json, by --tier), held-out (heldout.json: user-phrased tasks never "
+        "used for tuning) or all; each split is scored apart",
+    )
+    evaluate.add_argument(
+        "--tasks", type=Path, default=TASKS_FILE, help="the tuning split's file (JSON)"
+    )
+    evaluate.add_argument(
+        "--held-out", type=Path, default=HELD_OUT_FILE, help="the held-out split's file (JSON)"
+    )
     evaluate.add_argument("--tier", choices=["small", "full"], default="small")
     evaluate.add_argument("--only", help="comma-separated task ids (overrides --tier)")
     evaluate.add_argument(
         "--model", help="CPU engine: a model id or .gguf URL; openai: the server's model"
     )
-    evaluate.add_argument("--profile", choices=["auto", "small", "full"], default="auto")
+    evaluate.add_argument("--profile", choices=["auto", "tiny", "small", "full"], default="auto")
     evaluate.add_argument("--settings", help="more page settings as JSON (overrides)")
     evaluate.add_argument("--timeout", type=float, default=900, help="seconds per task (guard)")
     evaluate.add_argument("--out", type=Path, help="folder for the runs")
@@ -221,18 +251,25 @@ def allow_weights_download() -> None:
 
 def run_eval(args: argparse.Namespace) -> int:
     from agent_py.evals.runner import print_summary, run_suite
-    from agent_py.evals.suite import Tier, load_tasks
+    from agent_py.evals.suite import Split, Tier, load_suite
 
     try:
         only = [t.strip() for t in args.only.split(",") if t.strip()] if args.only else None
-        tasks = load_tasks(args.tasks, tier=Tier(args.tier), only=only)
+        split: Split | Literal["all"] = "all" if args.split == "all" else Split(args.split)
+        tasks = load_suite(
+            split,
+            tier=Tier(args.tier),
+            only=only,
+            tasks_file=args.tasks,
+            held_out_file=args.held_out,
+        )
         settings: dict[str, Any] = json.loads(args.settings) if args.settings else {}
         settings.update(model_server_settings(args))
     except (OSError, ValueError) as exc:
         print(f"cannot read the suite or the options: {exc}", file=sys.stderr)
         return EXIT_SETUP
-    if args.model and args.engine == "cpu":
-        settings["cpu_model"] = args.model
+    if args.model and args.engine in ("cpu", "webllm"):
+        settings.update(model_setting(args.engine, args.model))
     if args.profile != "auto":
         settings["profile"] = args.profile
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -240,7 +277,8 @@ def run_eval(args: argparse.Namespace) -> int:
     browser_args = list(args.browser_arg)
     if args.engine == "webllm" and "--enable-unsafe-webgpu" not in browser_args:
         browser_args.append("--enable-unsafe-webgpu")
-    print(f"{len(tasks)} tasks ({args.tier if not only else 'chosen'}), engine {args.engine}")
+    chosen = "chosen" if only else args.split if args.split == "held-out" else args.tier
+    print(f"{len(tasks)} tasks ({chosen}), engine {args.engine}")
     try:
         report = run_suite(
             tasks,

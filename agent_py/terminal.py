@@ -45,6 +45,12 @@ def load_browser_config() -> ModuleType:
     return module
 
 
+def bundled_cpu_models(root: Path = ROOT) -> list[str]:
+    """The ids of the CPU engine's bundled models (web/models.json, the page's catalog)."""
+    catalog = json.loads((root / "web" / "models.json").read_text(encoding="utf-8"))
+    return [model["id"] for model in catalog["models"]]
+
+
 def stale_sources(root: Path = ROOT) -> list[Path]:
     """The agent_py sources newer than the page's vendored bundle: the page runs the bundle
     (scripts/vendor.py builds it), so a run after an edit would otherwise test old code."""
