@@ -68,9 +68,12 @@ NATIVE_NO_AMX_DIR = ROOT / ".artifacts" / "bench-native-no-amx"
 
 # The prompt as the engine's chat template renders it for one user message
 # (web/worker/engines/cpu.js, chatTemplateFor), so native llama.cpp prefills the same text.
+CHATML = "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
 TEMPLATES = {
     "gemma3-270m-q4_k_m": "<bos><start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n",
-    "smollm2-135m-instruct-q4_1": "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n",
+    "smollm2-135m-instruct-q4_1": CHATML,
+    "qwen2.5-coder-0.5b-instruct-q4_k_m": CHATML,
+    "qwen2.5-coder-1.5b-instruct-q4_k_m": CHATML,
 }
 CONTEXT_WINDOW = 4096  # the engine's default contextWindow
 DECODE_TOKENS = 32
@@ -391,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown model id {', '.join(unknown)}: one of {known}", file=sys.stderr)
         return 2
 
-    fetched = subprocess.run([sys.executable, str(ROOT / "scripts" / "fetch_model.py")])
+    chosen = [arg for model in models for arg in ("--model", model)]
+    fetched = subprocess.run([sys.executable, str(ROOT / "scripts" / "fetch_model.py"), *chosen])
     if fetched.returncode != 0:
         return fetched.returncode
     if not (ROOT / "web" / "vendor" / "llama" / "agent-llama.wasm").is_file():

