@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-MODEL=web/models/smollm2-135m-instruct-q4_1.gguf
+MODEL=${MODEL:-web/models/smollm2-135m-instruct-q4_1.gguf}  # a GGUF path
 
 source scripts/wasm_llama_lib.sh
 wasm_llama_libs

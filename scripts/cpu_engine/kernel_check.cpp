@@ -1,10 +1,10 @@
-// Checks our changes to ggml's Q4_1 and Q8_0 matrix products and to its exp
+// Checks our changes to ggml's Q4_1, Q5_0 and Q8_0 matrix products and to its exp
 // (scripts/cpu_engine/patch_llama.py). Our Q4_1 kernels (one row and one column; two by two; four
-// rows times one, two, four or eight columns)
-// must each give exactly the floats of the order patch_llama.py states, written here in plain C
-// (each block's exact integer dot product, scaled in float, summed in block order); the four-row
-// Q8_0 kernel must give exactly the floats of ggml's own kernel for one row and one column,
-// called here row by row. Both for even and odd column and row counts and any thread count; and
+// rows times one, two, four or eight columns) and Q5_0 kernels (Q8_1 columns; one row; four rows
+// times one to eight columns) must each give exactly the floats of the order patch_llama.py states, written
+// here in plain C (each block's exact integer dot product, scaled in float, summed in block
+// order); the four-row Q8_0 kernels (one, two or four columns) must give exactly the floats of
+// ggml's own kernel for one row and one column, called here row by row. Both for even and odd column and row counts and any thread count; and
 // every product must agree with a product of the dequantized weights (so a mistake all the
 // kernels share shows too); soft_max and silu, which use exp, must agree with exp in double, and
 // flash attention over an F32 cache with attention in double.
@@ -62,6 +62,32 @@ static float q4_1_q8_1_in_order(int k, const uint8_t * x, const uint8_t * y) {
     return sum + summs;
 }
 
+// The same for one Q5_0 row and one Q8_1 column: a Q5_0 block is its scale d (a half), 4 bytes of
+// fifth bits (bit i for value i) and 16 bytes of two nibbles (values i and i + 16): q in 0..31
+// standing for d * (q - 16), Q4_1's form with the minimum -16 d.
+static float q5_0_q8_1_in_order(int k, const uint8_t * x, const uint8_t * y) {
+    const auto half = [](const uint8_t * p) {
+        ggml_fp16_t h;
+        memcpy(&h, p, sizeof h);
+        return ggml_fp16_to_fp32(h);
+    };
+    float sum = 0.0f, summs = 0.0f;
+    for (int b = 0; b < k / 32; ++b, x += 22, y += 36) {
+        uint32_t qh;
+        memcpy(&qh, x + 2, sizeof qh);
+        int32_t sumi = 0;
+        for (int i = 0; i < 16; ++i) {
+            const int lo = (x[6 + i] & 15) | (((qh >> i) & 1) << 4);
+            const int hi = (x[6 + i] >> 4) | (((qh >> (i + 16)) & 1) << 4);
+            sumi += lo * (int8_t) y[4 + i] + hi * (int8_t) y[20 + i];
+        }
+        const float dx = half(x);
+        sum += (float) sumi * (dx * half(y));
+        summs += (-16.0f * dx) * half(y + 2);
+    }
+    return sum + summs;
+}
+
 // Weights [k x rows] of TYPE and activations [k x columns]: the product of all columns in one
 // mul_mat and in one mul_mat per column, against the exact order (Q4_1: the plain C above, and
 // our one-row kernel; Q8_0: ggml's one-row kernel) and a float reference. Returns the failures.
@@ -90,6 +116,11 @@ static int check_case(ggml_type type, int k, int rows, int columns, int threads)
         printf("FAIL  Q4_1 or Q8_1 blocks are not what q4_1_q8_1_in_order reads\n");
         return 1;
     }
+    if (type == GGML_TYPE_Q5_0 && (traits->vec_dot_type != GGML_TYPE_Q8_1 || ggml_row_size(type, 32) != 22)) {
+        printf("FAIL  Q5_0 or Q8_1 blocks are not what q5_0_q8_1_in_order reads\n");
+        return 1;
+    }
+    const bool dot_forms = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0;
     std::vector<uint8_t> quantized(ggml_row_size(traits->vec_dot_type, k));
     std::vector<float> one_by_one(rows);
     // The reference: dequantized weights times the activations, in double.
@@ -97,11 +128,12 @@ static int check_case(ggml_type type, int k, int rows, int columns, int threads)
     ggml_get_type_traits(type)->to_float(w->data, dequantized.data(), (int64_t) k * rows);
     int differ = 0, far = 0;
     double worst = 0;
-    // Q4_1: every form of the dot product the build has, each checked in full, all with the same bits.
+    // Q4_1 and Q5_0: every form of the dot product the build has, each checked in full, all with
+    // the same bits.
     std::string forms;
     uint32_t hash = 0;
     bool forms_differ = false;
-    for (int form = 0; form < (type == GGML_TYPE_Q4_1 ? 2 : 1); ++form) {
+    for (int form = 0; form < (dot_forms ? 2 : 1); ++form) {
         const char * form_name = agent_q4_1_choose_dot(form);
         if (form > 0 && strcmp(form_name, "simd128") == 0) break;  // a build with one form
         forms += (forms.empty() ? "" : " ") + std::string(form_name);
@@ -113,8 +145,10 @@ static int check_case(ggml_type type, int k, int rows, int columns, int threads)
             bool out_of_order = false;
             for (int r = 0; r < rows; ++r) {
                 traits->vec_dot(k, &one_by_one[r], 0, (const char *) w->data + r * w->nb[1], 0, quantized.data(), 0, 1);
-                if (type == GGML_TYPE_Q4_1) {
-                    const float in_order = q4_1_q8_1_in_order(k, (const uint8_t *) w->data + r * w->nb[1], quantized.data());
+                const uint8_t * row = (const uint8_t *) w->data + r * w->nb[1];
+                if (type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0) {
+                    const float in_order = type == GGML_TYPE_Q4_1 ? q4_1_q8_1_in_order(k, row, quantized.data())
+                                                                  : q5_0_q8_1_in_order(k, row, quantized.data());
                     out_of_order |= memcmp(&in_order, &one_by_one[r], sizeof in_order) != 0;
                 }
             }
@@ -141,7 +175,7 @@ static int check_case(ggml_type type, int k, int rows, int columns, int threads)
     const bool ok = differ == 0 && far == 0 && !forms_differ;
     printf("%s  %s k=%d rows=%d columns=%d threads=%d: %d column(s) differ from the exact order, %d value(s) off the reference (worst %.4f of the terms' size), dot %s%s, bits %08x\n",
            ok ? "ok  " : "FAIL", ggml_type_name(type), k, rows, columns, threads, differ, far, worst,
-           type == GGML_TYPE_Q4_1 ? forms.c_str() : "-", forms_differ ? " (the forms' bits differ)" : "", hash);
+           dot_forms ? forms.c_str() : "-", forms_differ ? " (the forms' bits differ)" : "", hash);
     ggml_free(ctx);
     return ok ? 0 : 1;
 }
@@ -379,6 +413,14 @@ static int run() {
     }
     failures += check_case(GGML_TYPE_Q4_1, 576, 13, 1, 2);
     failures += check_case(GGML_TYPE_Q4_1, 576, 13, 5, 2);
+    // Q5_0 (Qwen2.5-Coder-0.5B's matrices) and Q8_0 times prompts: four rows times one, two,
+    // four or eight columns, odd counts, rows four do not divide.
+    for (int threads : {1, 2}) {
+        for (int n : {1, 2, 3, 7, 16, 33}) failures += check_case(GGML_TYPE_Q5_0, 896, 64, n, threads);
+        for (int n : {4, 9, 17}) failures += check_case(GGML_TYPE_Q8_0, 576, 70, n, threads);
+    }
+    failures += check_case(GGML_TYPE_Q5_0, 896, 30, 9, 2);
+    failures += check_case(GGML_TYPE_Q5_0, 4864, 96, 17, 2);  // Qwen's feed-forward width
     failures += check_exp(1027);
     failures += check_attention(1, 1100, 2);  // a token's decode at the planner's context
     failures += check_attention(17, 300, 1);  // a task's own words after a prefilled prompt

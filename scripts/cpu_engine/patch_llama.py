@@ -551,6 +551,113 @@ WASM_SOFT_MAX = (
 # (scripts/cpu_engine/kernel_check.cpp compares them bit for bit). The kernels take
 # ggml_vec_dot_t's arguments: s[r + c * bs] is row r times column c, rows bx bytes apart,
 # columns by bytes apart, nrc columns.
+# Q5_0 weights times Q8_1 activations: most of the matrices of Qwen2.5-Coder-0.5B's Q4_K_M file
+# (its rows of 896 values do not hold Q4_K's blocks of 256, so llama.cpp wrote them in Q5_0).
+# Our kernels replace ggml's wasm one, as the Q4_1 kernels do (above), and take Q8_1
+# activations (ggml's take Q8_0):
+# - a weight is a nibble and a fifth bit (qh), q in 0..31, standing for d * (q - 16): Q4_1's
+#   form with five bits and the minimum m = -16 d. q fits the relaxed dot product's 7-bit operand,
+#   and Q8_1's block sum s = d_y * sum(y) gives the minimum's share, so no column sum is computed
+#   per row (an earlier form that took 16 times each column block's sum off the integer, exact,
+#   ran a third slower). The SIMD128 build widens q to 16 bits;
+# - per product, in block order: sum += (float) sumi * (d_x * d_y); summs += (-16 * d_x) * s_y;
+#   the result is sum + summs, with sumi the block's exact integer dot product of q and y. Both
+#   builds, and every kernel below (one row; four rows times one to eight columns), compute the
+#   same floats; ggml's differ (it scales four partial sums of (q - 16) * y per block).
+# - in the 16-bit form of the dot product a lane holds at most 2 * 2 * 31 * 127 = 15,748, and two
+#   rows' lanes added in pairs (agent_q_dots4) at most 31,496: within i16.
+Q5_0_KERNEL_TRAITS = (
+    "ggml/src/ggml-cpu/ggml-cpu.c",
+    """        .vec_dot                  = ggml_vec_dot_q5_0_q8_0,
+        .vec_dot_type             = GGML_TYPE_Q8_0,""",
+    """        .vec_dot                  = ggml_vec_dot_q5_0_q8_0,
+#if defined(__wasm_simd128__) // agent_py (scripts/cpu_engine/patch_llama.py): Q8_1, with its sums
+        .vec_dot_type             = GGML_TYPE_Q8_1,
+#else
+        .vec_dot_type             = GGML_TYPE_Q8_0,
+#endif""",
+)
+Q5_0_KERNEL_HELPERS = (
+    "ggml/src/ggml-cpu/arch/wasm/quants.c",
+    "\nvoid ggml_vec_dot_q5_0_q8_0(int n, float * GGML_RESTRICT s, size_t bs,",
+    r"""
+#if defined __wasm_simd128__
+// agent_py (scripts/cpu_engine/patch_llama.py): a Q5_0 block's fifth bits as 0x10 in each byte
+// of a value that has it, values 0-15 in h[0] (qh's bits 0-15) and 16-31 in h[1].
+static inline void agent_q5_0_high(const uint8_t * qh, v128_t * h) {
+    uint32_t bits;
+    memcpy(&bits, qh, sizeof bits);
+    const v128_t all = wasm_i32x4_splat((int32_t) bits);
+    const v128_t mask = wasm_i8x16_const(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    const v128_t low = wasm_i8x16_shuffle(all, all, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const v128_t high = wasm_i8x16_shuffle(all, all, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    h[0] = wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(low, mask), mask), wasm_i8x16_splat(0x10));
+    h[1] = wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(high, mask), mask), wasm_i8x16_splat(0x10));
+}
+// A Q5_0 block's 32 weights q (0..31) as the dot product takes them (agent_q4_1_parts' layout).
+static inline void agent_q5_0_parts(const block_q5_0 * GGML_RESTRICT b, v128_t * x) {
+    v128_t h[2];
+    agent_q5_0_high(b->qh, h);
+    const v128_t raw = wasm_v128_load(b->qs);
+    const v128_t lo = wasm_v128_or(wasm_v128_and(raw, wasm_i8x16_splat(0x0F)), h[0]);
+    const v128_t hi = wasm_v128_or(wasm_u8x16_shr(raw, 4), h[1]);
+#if defined(__wasm_relaxed_simd__)
+    x[0] = lo;
+    x[1] = hi;
+#else
+    x[0] = wasm_u16x8_extend_low_u8x16(lo);
+    x[1] = wasm_u16x8_extend_high_u8x16(lo);
+    x[2] = wasm_u16x8_extend_low_u8x16(hi);
+    x[3] = wasm_u16x8_extend_high_u8x16(hi);
+#endif
+}
+// One Q5_0 row times one Q8_1 column, in the order the comment in patch_llama.py gives.
+static inline __attribute__((always_inline)) float agent_q5_0_q8_1_one(const int dot16, int nb, const block_q5_0 * GGML_RESTRICT x, const block_q8_1 * GGML_RESTRICT y) {
+    float sum = 0.0f, summs = 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+        v128_t xa[AGENT_Q_PARTS], ya[AGENT_Q_PARTS];
+        agent_q5_0_parts(&x[ib], xa);
+        agent_q8_1_parts(y[ib].qs, ya);
+        const v128_t dots = agent_q_dot(dot16, xa, ya);
+        const int32_t sumi = wasm_i32x4_extract_lane(dots, 0) + wasm_i32x4_extract_lane(dots, 1) +
+                             wasm_i32x4_extract_lane(dots, 2) + wasm_i32x4_extract_lane(dots, 3);
+        const float dx = GGML_CPU_FP16_TO_FP32(x[ib].d);
+        sum += (float) sumi * (dx * GGML_CPU_FP16_TO_FP32(y[ib].d));
+        summs += (-16.0f * dx) * GGML_CPU_FP16_TO_FP32(y[ib].s);
+    }
+    return sum + summs;
+}
+#endif
+
+void ggml_vec_dot_q5_0_q8_0(int n, float * GGML_RESTRICT s, size_t bs,""",
+)
+Q5_0_KERNEL = (
+    "ggml/src/ggml-cpu/arch/wasm/quants.c",
+    """    const block_q5_0 * GGML_RESTRICT x = vx;
+    const block_q8_0 * GGML_RESTRICT y = vy;
+
+#if defined __wasm_simd128__
+    v128_t sumv = wasm_f32x4_splat(0.0f);
+""",
+    """    const block_q5_0 * GGML_RESTRICT x = vx;
+    const block_q8_0 * GGML_RESTRICT y = vy;
+
+#if defined __wasm_simd128__
+    // agent_py (scripts/cpu_engine/patch_llama.py): the column is Q8_1 here (the type traits
+    // say so), each product as agent_q5_0_q8_1_one computes it; ggml's kernel below no longer
+    // runs. Matrix products take agent_vec_dot_q5_0_q8_1_rows4; this serves the rows four
+    // leave over.
+    const block_q8_1 * GGML_RESTRICT y1 = vy;
+    if (agent_q_dot_i16) {
+        *s = agent_q5_0_q8_1_one(1, nb, x, y1);
+    } else {
+        *s = agent_q5_0_q8_1_one(0, nb, x, y1);
+    }
+    return;
+    v128_t sumv = wasm_f32x4_splat(0.0f);
+""",
+)
+
 ROWS_KERNELS = (
     "ggml/src/ggml-cpu/arch/wasm/quants.c",
     "\nvoid ggml_vec_dot_q8_0_q8_0(int n, float * GGML_RESTRICT s, size_t bs,",
@@ -611,38 +718,107 @@ void agent_vec_dot_q4_1_q8_1_rows4(int n, float * GGML_RESTRICT s, size_t bs, co
     }
 }
 
-// agent_py: four Q8_0 weight rows times one Q8_0 column, each row as ggml_vec_dot_q8_0_q8_0
-// computes it alone.
-void agent_vec_dot_q8_0_q8_0_rows4(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc) {
-    assert(nrc == 1);
-    UNUSED(bs);
-    UNUSED(by);
-    UNUSED(nrc);
-    const int nb = n / QK8_0;
-    const block_q8_0 * GGML_RESTRICT y = vy;
-    const block_q8_0 * GGML_RESTRICT x[4];
-    v128_t sum[4];
-    for (int r = 0; r < 4; ++r) {
-        x[r] = (const block_q8_0 *) ((const uint8_t *) vx + r * bx);
-        sum[r] = wasm_f32x4_splat(0.0f);
-    }
+// agent_py: four Q5_0 weight rows times nc Q8_1 activation columns, each product as
+// agent_q5_0_q8_1_one computes it; a block's four rows share a vector, as for Q4_1.
+static inline __attribute__((always_inline)) void agent_q5_0_q8_1_rows4_cols(const int dot16, const int nc, int nb, float * GGML_RESTRICT s, size_t bs, const block_q5_0 * GGML_RESTRICT const * x, const block_q8_1 * GGML_RESTRICT const * y) {
+    v128_t sum[8], summs[8];
+    for (int c = 0; c < nc; ++c) sum[c] = summs[c] = wasm_f32x4_splat(0.0f);
     for (int ib = 0; ib < nb; ++ib) {
-        const v128_t y0 = wasm_v128_load(y[ib].qs), y1 = wasm_v128_load(y[ib].qs + 16);
-        const v128_t y0l = wasm_i16x8_extend_low_i8x16(y0), y0h = wasm_i16x8_extend_high_i8x16(y0);
-        const v128_t y1l = wasm_i16x8_extend_low_i8x16(y1), y1h = wasm_i16x8_extend_high_i8x16(y1);
-        const float dy = GGML_CPU_FP16_TO_FP32(y[ib].d);
-        for (int r = 0; r < 4; ++r) {
-            const v128_t x0 = wasm_v128_load(x[r][ib].qs), x1 = wasm_v128_load(x[r][ib].qs + 16);
-            const v128_t dots = wasm_i32x4_add(
-                wasm_i32x4_add(wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(x0), y0l),
-                               wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(x0), y0h)),
-                wasm_i32x4_add(wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(x1), y1l),
-                               wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(x1), y1h)));
-            const float scale = GGML_CPU_FP16_TO_FP32(x[r][ib].d) * dy;
-            sum[r] = wasm_f32x4_add(sum[r], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(dots), wasm_f32x4_splat(scale)));
+        v128_t xa[4][AGENT_Q_PARTS];
+        for (int r = 0; r < 4; ++r) agent_q5_0_parts(&x[r][ib], xa[r]);
+        const v128_t dx = wasm_f32x4_make(GGML_CPU_FP16_TO_FP32(x[0][ib].d), GGML_CPU_FP16_TO_FP32(x[1][ib].d),
+                                          GGML_CPU_FP16_TO_FP32(x[2][ib].d), GGML_CPU_FP16_TO_FP32(x[3][ib].d));
+        const v128_t mx = wasm_f32x4_mul(wasm_f32x4_splat(-16.0f), dx);
+        for (int c = 0; c < nc; ++c) {
+            v128_t ya[AGENT_Q_PARTS];
+            agent_q8_1_parts(y[c][ib].qs, ya);
+            const v128_t sumi = agent_q_dots4(dot16, xa, ya);
+            const v128_t d = wasm_f32x4_mul(dx, wasm_f32x4_splat(GGML_CPU_FP16_TO_FP32(y[c][ib].d)));
+            sum[c] = wasm_f32x4_add(sum[c], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(sumi), d));
+            summs[c] = wasm_f32x4_add(summs[c], wasm_f32x4_mul(mx, wasm_f32x4_splat(GGML_CPU_FP16_TO_FP32(y[c][ib].s))));
         }
     }
-    for (int r = 0; r < 4; ++r) s[r] = agent_f32x4_sum(sum[r]);
+    for (int c = 0; c < nc; ++c) wasm_v128_store(s + c * bs, wasm_f32x4_add(sum[c], summs[c]));
+}
+
+static inline __attribute__((always_inline)) void agent_q5_0_q8_1_rows4_ncols(const int dot16, int nrc, int nb, float * GGML_RESTRICT s, size_t bs, const block_q5_0 * GGML_RESTRICT const * x, const block_q8_1 * GGML_RESTRICT const * y) {
+    if (nrc == 8) {
+        agent_q5_0_q8_1_rows4_cols(dot16, 8, nb, s, bs, x, y);
+    } else if (nrc == 4) {
+        agent_q5_0_q8_1_rows4_cols(dot16, 4, nb, s, bs, x, y);
+    } else if (nrc == 2) {
+        agent_q5_0_q8_1_rows4_cols(dot16, 2, nb, s, bs, x, y);
+    } else {
+        agent_q5_0_q8_1_rows4_cols(dot16, 1, nb, s, bs, x, y);
+    }
+}
+
+// agent_py: four Q5_0 weight rows times one, two, four or eight Q8_1 columns (nrc).
+void agent_vec_dot_q5_0_q8_1_rows4(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc) {
+    assert(nrc == 1 || nrc == 2 || nrc == 4 || nrc == 8);
+    const int nb = n / QK8_1;
+    const block_q5_0 * GGML_RESTRICT x[4];
+    const block_q8_1 * GGML_RESTRICT y[8];
+    for (int r = 0; r < 4; ++r) x[r] = (const block_q5_0 *) ((const uint8_t *) vx + r * bx);
+    for (int c = 0; c < nrc; ++c) y[c] = (const block_q8_1 *) ((const uint8_t *) vy + c * by);
+    if (agent_q_dot_i16) {
+        agent_q5_0_q8_1_rows4_ncols(1, nrc, nb, s, bs, x, y);
+    } else {
+        agent_q5_0_q8_1_rows4_ncols(0, nrc, nb, s, bs, x, y);
+    }
+}
+
+// agent_py: four Q8_0 weight rows times nc Q8_0 columns, each product as ggml_vec_dot_q8_0_q8_0
+// computes it alone (ggml's floats exactly). A row block is widened once for all columns, and a
+// column block once for all four rows.
+static inline __attribute__((always_inline)) void agent_q8_0_q8_0_rows4_cols(const int nc, int nb, float * GGML_RESTRICT s, size_t bs, const block_q8_0 * GGML_RESTRICT const * x, const block_q8_0 * GGML_RESTRICT const * y) {
+    v128_t sum[4][4];
+    for (int c = 0; c < nc; ++c) {
+        for (int r = 0; r < 4; ++r) sum[c][r] = wasm_f32x4_splat(0.0f);
+    }
+    for (int ib = 0; ib < nb; ++ib) {
+        v128_t xw[4][4];
+        for (int r = 0; r < 4; ++r) {
+            const v128_t x0 = wasm_v128_load(x[r][ib].qs), x1 = wasm_v128_load(x[r][ib].qs + 16);
+            xw[r][0] = wasm_i16x8_extend_low_i8x16(x0);
+            xw[r][1] = wasm_i16x8_extend_high_i8x16(x0);
+            xw[r][2] = wasm_i16x8_extend_low_i8x16(x1);
+            xw[r][3] = wasm_i16x8_extend_high_i8x16(x1);
+        }
+        for (int c = 0; c < nc; ++c) {
+            const v128_t y0 = wasm_v128_load(y[c][ib].qs), y1 = wasm_v128_load(y[c][ib].qs + 16);
+            const v128_t y0l = wasm_i16x8_extend_low_i8x16(y0), y0h = wasm_i16x8_extend_high_i8x16(y0);
+            const v128_t y1l = wasm_i16x8_extend_low_i8x16(y1), y1h = wasm_i16x8_extend_high_i8x16(y1);
+            const float dy = GGML_CPU_FP16_TO_FP32(y[c][ib].d);
+            for (int r = 0; r < 4; ++r) {
+                const v128_t dots = wasm_i32x4_add(
+                    wasm_i32x4_add(wasm_i32x4_dot_i16x8(xw[r][0], y0l), wasm_i32x4_dot_i16x8(xw[r][1], y0h)),
+                    wasm_i32x4_add(wasm_i32x4_dot_i16x8(xw[r][2], y1l), wasm_i32x4_dot_i16x8(xw[r][3], y1h)));
+                const float scale = GGML_CPU_FP16_TO_FP32(x[r][ib].d) * dy;
+                sum[c][r] = wasm_f32x4_add(sum[c][r], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(dots), wasm_f32x4_splat(scale)));
+            }
+        }
+    }
+    for (int c = 0; c < nc; ++c) {
+        for (int r = 0; r < 4; ++r) s[r + c * bs] = agent_f32x4_sum(sum[c][r]);
+    }
+}
+
+// agent_py: four Q8_0 weight rows times one, two or four Q8_0 columns (nrc).
+void agent_vec_dot_q8_0_q8_0_rows4(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc) {
+    assert(nrc == 1 || nrc == 2 || nrc == 4);
+    const int nb = n / QK8_0;
+    const block_q8_0 * GGML_RESTRICT x[4];
+    const block_q8_0 * GGML_RESTRICT y[4];
+    for (int r = 0; r < 4; ++r) x[r] = (const block_q8_0 *) ((const uint8_t *) vx + r * bx);
+    for (int c = 0; c < nrc; ++c) y[c] = (const block_q8_0 *) ((const uint8_t *) vy + c * by);
+    if (nrc == 4) {
+        agent_q8_0_q8_0_rows4_cols(4, nb, s, bs, x, y);
+    } else if (nrc == 2) {
+        agent_q8_0_q8_0_rows4_cols(2, nb, s, bs, x, y);
+    } else {
+        agent_q8_0_q8_0_rows4_cols(1, nb, s, bs, x, y);
+    }
 }
 #endif
 
@@ -655,6 +831,7 @@ ROWS_KERNELS_DECLARED = (
 #if defined(__wasm_simd128__)
 // agent_py (scripts/cpu_engine/patch_llama.py): four weight rows a call, in arch/wasm/quants.c.
 void agent_vec_dot_q4_1_q8_1_rows4(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc);
+void agent_vec_dot_q5_0_q8_1_rows4(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc);
 void agent_vec_dot_q8_0_q8_0_rows4(int n, float * GGML_RESTRICT s, size_t bs, const void * GGML_RESTRICT vx, size_t bx, const void * GGML_RESTRICT vy, size_t by, int nrc);
 #endif
 
@@ -702,14 +879,16 @@ MUL_MAT_ODD_COLUMNS_CHUNK = (
                 nrc = ir1 + num_rows_per_vec_dot <= ir1_end ? num_rows_per_vec_dot : 1;
                 int64_t ir0 = iir0;
 #if defined(__wasm_simd128__)
-                // agent_py: four weight rows a call where a kernel takes them (arch/wasm/quants.c);
-                // for Q4_1, times eight or four columns where this block of one matrix has them.
+                // agent_py: four weight rows a call where a kernel takes them (arch/wasm/quants.c),
+                // times eight (Q4_1, Q5_0) or four columns where this block of one matrix has them.
                 const int64_t columns_left = MIN(iir1 + blck_1, ir1_end) - ir1;
-                if (type == GGML_TYPE_Q4_1 && ne12 == 1 && ne13 == 1 && columns_left >= 4) {
-                    nrc = columns_left >= 8 ? 8 : 4;
+                const bool eight = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0;
+                if ((eight || type == GGML_TYPE_Q8_0) && ne12 == 1 && ne13 == 1 && columns_left >= 4) {
+                    nrc = eight && columns_left >= 8 ? 8 : 4;
                 }
                 ggml_vec_dot_t const rows4 = type == GGML_TYPE_Q4_1 ? agent_vec_dot_q4_1_q8_1_rows4 :
-                    type == GGML_TYPE_Q8_0 && nrc == 1 ? agent_vec_dot_q8_0_q8_0_rows4 : NULL;
+                    type == GGML_TYPE_Q5_0 ? agent_vec_dot_q5_0_q8_1_rows4 :
+                    type == GGML_TYPE_Q8_0 ? agent_vec_dot_q8_0_q8_0_rows4 : NULL;
                 for (; rows4 && ir0 + 4 <= iir0 + blck_0 && ir0 + 4 <= ir0_end; ir0 += 4) {
                     rows4(ne00, &tmp[ir0 - iir0], 16, src0_row + ir0 * nb01, nb01, src1_col, src1_col_stride, nrc);
                 }
@@ -737,6 +916,9 @@ CHANGES = [
     Q4_1_KERNEL_TRAITS,
     Q4_1_KERNEL_HELPERS,
     Q4_1_KERNEL,
+    Q5_0_KERNEL_TRAITS,
+    Q5_0_KERNEL_HELPERS,
+    Q5_0_KERNEL,
     ROWS_KERNELS,
     Q8_1_QUANTIZE,
     SIMD_GEMM_TILE,
