@@ -35,6 +35,7 @@ const MANIFEST_URL = new URL("vendor/manifest.json", BASE).href;
 // vendor/, dev/ and models/ (sw.js itself aside).
 const SHELL_FILES = [
   "index.html",
+  "models.json",
   "style.css",
   "protocol.js",
   "sandbox.html",
@@ -51,6 +52,7 @@ const SHELL_FILES = [
   "ui/extension-relay.js",
   "ui/user-prompts.js",
   "ui/sessions.js",
+  "ui/cpu-models.js",
   "ui/sw-register.js",
   "worker/worker.js",
   "worker/python-boot.js",

@@ -346,7 +346,7 @@ def test_a_result_that_left_the_tasks_data_out_shows_failed_and_why(
 ) -> None:
     """The small profile hands a one-step result over as it is, so it first checks that the
     calls held the question's data: 2 * 20 for 2 to the power of 10 left out 10."""
-    open_app(page, scripted, settings={"profile": "small"})
+    open_app(page, scripted, settings={"profile": "tiny"})
     leaves_out = {
         "step_id": "s1",
         "step_goal": "power",
@@ -531,6 +531,48 @@ def test_the_settings_and_their_defaults_come_from_python(page: Any, scripted: s
     assert page.evaluate("window.agentApp.settings().context_window") == (
         PageSettings().context_window
     )
+
+
+def test_settings_list_the_bundled_models_with_size_state_and_a_recommendation(
+    page: Any, scripted: str
+) -> None:
+    from agent_py.page.settings import PageSettings
+
+    root = Path(__file__).resolve().parents[2]
+    catalog = json.loads((root / "web" / "models.json").read_text())["models"]
+    open_app(page, scripted)
+    page.locator("#settings-details summary").click()
+    rows = page.locator("#cpu-models li[data-model]")
+    rows.first.wait_for()
+    page.wait_for_function(
+        f"document.querySelectorAll('#cpu-models li[data-model]').length === {len(catalog)}"
+    )
+    cores = page.evaluate("navigator.hardwareConcurrency")
+    for model in catalog:
+        row = page.locator(f"#cpu-models li[data-model='{model['id']}']")
+        text = " ".join(row.text_content().split())
+        served = model.get("engine_format", model["source"])["bytes"]
+        assert f"{round(served / 1e6)} MB" in text and model["licence"] in text, text
+        assert model["good_for"] in text
+        # Where its file is: this page's server has it (set-up fetched it) or not yet.
+        on_disk = (root / "web" / "models" / f"{model['id']}.gguf").is_file()
+        assert row.get_attribute("data-state") == ("served" if on_disk else "missing"), text
+        if not on_disk:
+            assert f"python scripts/fetch_model.py --model {model['id']}" in text
+        need = model["recommended"]
+        fits = need is not None and cores >= need["min_cores"]
+        if "recommended" in text:
+            assert fits, f"{model['id']} recommended on {cores} cores: {text}"
+    default = PageSettings().cpu_model
+    assert "in use" in page.locator(f"#cpu-models li[data-model='{default}']").text_content()
+    assert len(page.locator("#cpu-models li", has_text="recommended").all()) == 1
+    # "Use" puts the model's id in the CPU model field, to be saved with the rest.
+    other = next(model["id"] for model in catalog if model["id"] != default)
+    page.get_by_role(
+        "button",
+        name=f"Use {next(m['title'] for m in catalog if m['id'] == other)} as the CPU model",
+    ).click()
+    assert page.locator("#setting-cpu-model").input_value() == other
 
 
 def test_a_new_context_window_restarts_the_worker_and_reaches_the_engine(

@@ -8,6 +8,7 @@ import { ServersPanel } from "./servers.js";
 import { UserPrompts, loadAuthRecords } from "./user-prompts.js";
 import { ToUI, toWorker } from "../protocol.js";
 import { ToolHost } from "./tool-host.js";
+import { showCpuModels } from "./cpu-models.js";
 
 // What the user changed in Settings, kept in this browser; every default, and every setting
 // in effect, comes from Python (agent_py/browser.py, PageSettings) in "ready" and "settings".
@@ -402,6 +403,8 @@ function showSettings(info) {
   }
   $("save-settings").disabled = false;
   $("refresh-models").disabled = false; // the worker knows the model settings now
+  showCpuModels($("cpu-models"), $("setting-cpu-model"), values.cpu_model).catch((error) =>
+    console.warn("the CPU models could not be listed:", error));
 }
 
 function formValue(field) {

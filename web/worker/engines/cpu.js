@@ -19,9 +19,12 @@
 // or the given URL, kept in the origin's Cache Storage so it is never downloaded again. The
 // KV state of a prefilled prompt is kept there too, so the next visit starts warm.
 import { EngineError } from "./errors.js";
+import CATALOG from "../../models.json" with { type: "json" };
 
-// Which one runs is a setting (agent_py/page/settings.py, PageSettings.cpu_model, with its default).
-export const BUNDLED_CPU_MODELS = ["gemma3-270m-q4_k_m", "smollm2-135m-instruct-q4_1"];
+// The bundled models (web/models.json, which scripts/fetch_model.py fetches and checks). Which
+// one runs is a setting (agent_py/page/settings.py, PageSettings.cpu_model, with its default).
+export const CPU_MODEL_CATALOG = CATALOG.models;
+export const BUNDLED_CPU_MODELS = CATALOG.models.map((model) => model.id);
 // llama.cpp's batch: a long prompt reports progress every 256 tokens, and 256 prefilled the
 // planner's prompt faster than larger batches (README, "CPU engine speed").
 const PROMPT_BATCH = 256;
@@ -93,6 +96,8 @@ export class CpuEngine {
     this.template = null;
     this.modelInfo = null;
     this.modelBytes = 0;
+    // Whether the loaded model's file is kept in the origin's storage: {kept, why}.
+    this.storage = null;
     this.counts = { reloads: 0, unloads: 0 };
     this.preloading = null; // {model, settled}: a load started ahead of the first reload
     // The last prefill's state (the planner's prompt), kept to put back when another call
@@ -159,11 +164,15 @@ export class CpuEngine {
     let template;
     try {
       this.startWorker(); // llama.cpp starts while the file is fetched
-      const blob = await fetchModel(url, (loaded, total) => {
-        const mb = (n) => (n / 1e6).toFixed(0);
+      const started = performance.now();
+      const { blob, kept, why } = await fetchModel(url, (loaded, total, note) => {
         // The download (or the read from the cache) is most of the load.
-        progress(total ? Math.min(loaded / total, 1) * 0.9 : 0, `Loading ${model}: ${mb(loaded)} / ${mb(total)} MB`);
+        const seconds = ((performance.now() - started) / 1000).toFixed(0);
+        const size = total ? `${mb(loaded)} / ${mb(total)} MB` : `${mb(loaded)} MB`;
+        const more = note ? ` (${note})` : "";
+        progress(total ? Math.min(loaded / total, 1) * 0.9 : 0, `Loading ${model}: ${size}, ${seconds} s${more}`);
       });
+      this.storage = { kept, why };
       const headerStarted = performance.now();
       template = chatTemplateFor(await readGgufHeader(blob));
       template.detect_ms = Math.round(performance.now() - headerStarted);
@@ -193,7 +202,9 @@ export class CpuEngine {
     this.loadedUrl = url;
     this.template = template;
     this.counts.reloads += 1;
-    progress(1, `${model} loaded (${this.threads === 1 ? "1 thread" : `${this.threads} threads`})`);
+    const threads = this.threads === 1 ? "1 thread" : `${this.threads} threads`;
+    const note = this.storage?.kept === false && this.storage.why ? `; not kept in this browser: ${this.storage.why}` : "";
+    progress(1, `${model} loaded (${threads}${note})`);
   }
 
   async unload() {
@@ -456,31 +467,78 @@ async function buildId(key) {
  * downloaded into it (with progress) and read back, so the Blob is backed by disk, not memory.
  * A blob: URL (a file the user picked) is read as it is.
  */
+/**
+ * The GGUF at `url` as a Blob, from the origin's Cache Storage when it is there, else
+ * downloaded and kept there for the next visit. When the origin's storage cannot keep it (its
+ * quota, or an ephemeral or private window, where Cache.put fails with "Unexpected internal
+ * error"), the model is loaded uncached and that is said: {blob, kept, why}.
+ * onProgress(loaded, total, note) as bytes arrive; `note` says when the file is not kept.
+ */
 async function fetchModel(url, onProgress) {
   const cache = url.startsWith("blob:") || typeof caches === "undefined" ? null : await caches.open(MODEL_CACHE);
   const hit = cache && (await cache.match(url));
   if (hit) {
     const blob = await hit.blob();
-    onProgress(blob.size, blob.size);
-    return blob;
+    onProgress(blob.size, blob.size, "");
+    return { blob, kept: true, why: "" };
   }
+  const first = await download(url, onProgress);
+  if (!cache) return { blob: await first.blob(""), kept: false, why: "" };
+  const room = await freeStorage();
+  if (room !== null && first.total > room) {
+    const why = `this browser keeps at most ${mb(room)} MB more for the page, and the model is ${mb(first.total)} MB`;
+    console.warn(`[cpu engine] the model is loaded without being kept: ${why}`);
+    return { blob: await first.blob(`not kept: ${why}`), kept: false, why };
+  }
+  try {
+    await cache.put(url, new Response(first.body, { headers: { "content-type": "application/octet-stream" } }));
+    const kept = await cache.match(url);
+    if (!kept) throw new Error("the cache dropped it");
+    return { blob: await kept.blob(), kept: true, why: "" };
+  } catch (error) {
+    await cache.delete(url).catch(() => {});
+    const why = `the browser's storage refused it (${error.message})`;
+    console.warn(`[cpu engine] the model is loaded without being kept: ${why}`);
+    const again = await download(url, onProgress);
+    return { blob: await again.blob(`not kept: ${why}`), kept: false, why };
+  }
+}
+
+/** A download of `url` that reports its bytes: {total, body, blob(note)}; `note` goes with
+ * the progress reports from then on. */
+async function download(url, onProgress) {
   const response = await fetch(url);
   if (!response.ok) throw new Error(`HTTP ${response.status} ${response.statusText}`.trim());
   const total = Number(response.headers.get("content-length")) || 0;
   let loaded = 0;
-  const counted = response.body.pipeThrough(
+  let note = "";
+  const body = response.body.pipeThrough(
     new TransformStream({
       transform(chunk, controller) {
         loaded += chunk.byteLength;
-        onProgress(loaded, total);
+        onProgress(loaded, total, note);
         controller.enqueue(chunk);
       },
     }),
   );
-  if (!cache) return new Response(counted).blob();
-  await cache.put(url, new Response(counted, { headers: { "content-type": "application/octet-stream" } }));
-  return (await cache.match(url)).blob();
+  const blob = (said) => {
+    note = said;
+    return new Response(body).blob();
+  };
+  return { total, body, blob };
 }
+
+/** Bytes the origin may still store (its quota less its usage), or null when unknown. */
+async function freeStorage() {
+  try {
+    const { quota, usage } = await navigator.storage.estimate();
+    return Number.isFinite(quota) && Number.isFinite(usage) ? Math.max(0, quota - usage) : null;
+  } catch {
+    return null;
+  }
+}
+
+const mb = (bytes) => (bytes / 1e6).toFixed(0);
 
 async function readState(key) {
   try {
