@@ -205,3 +205,28 @@ def parse_rethink(text: str) -> RethinkDecision:
             raise ReplyParseError("status failed needs the reason in <final>…</final>")
         return RethinkDecision(status, final=final)
     return RethinkDecision(status)
+
+
+# The reply format's own markup, which a model may carry into its answer: our tags
+# (<final>, <status>, <answer>), and a fence around the whole answer (```markdown ... ```).
+_WRAPPING_FENCE = re.compile(
+    r"\A\s*```(?:markdown|md|text|plaintext)?[ \t]*\n(.*?)\n?```\s*\Z", re.DOTALL | re.IGNORECASE
+)
+_STATUS_TAG = re.compile(r"<status>\s*\w*\s*</status>", re.IGNORECASE)
+_ANSWER_TAGS = re.compile(r"</?(?:final|answer)>", re.IGNORECASE)
+
+
+def clean_answer(text: str) -> str:
+    """The answer without the markup of our reply formats: its thinking, a ``<status>`` tag,
+    the ``<final>`` or ``<answer>`` tags around it (their content kept), and a Markdown or
+    plain-text fence around the whole of it (a fence of code, or one inside an answer, is
+    the answer's own, and stays)."""
+    answer, _ = split_thinking(text)
+    inside = extract_tag(answer, "final")
+    if inside is not None:
+        answer = inside
+    answer = _ANSWER_TAGS.sub("", _STATUS_TAG.sub("", answer)).strip()
+    fenced = _WRAPPING_FENCE.match(answer)
+    if fenced and "```" not in fenced.group(1):
+        answer = fenced.group(1).strip()
+    return answer

@@ -18,6 +18,7 @@ from agent_py.messages import Keep, Message, stand_ins
 from agent_py.plan import PlanShape
 from agent_py.prompts import examples, render
 from agent_py.tools.base import ToolBase, main_input_property
+from agent_py.tools.decline import DECLINE_TOOL
 from agent_py.tools.registry import ToolRegistry
 
 _NOTE_FIELDS = ("tool_intent", "expected_output")
@@ -37,6 +38,9 @@ def plan_system_prompt(
         max_tasks=shape.max_tasks,
         max_steps=shape.max_steps_per_task,
         input_rule=render("plan_rule_input" if shape.step_input else "plan_rule_arguments"),
+        decline_rule="\n" + render("plan_rule_decline").strip()
+        if registry.get(DECLINE_TOOL)
+        else "",
         reply_format=(
             render("plan_format_examples")
             if with_examples and plan_example_turns(registry, shape)
@@ -142,6 +146,23 @@ def relevant_tools(registry: ToolRegistry, text: str) -> set[str]:
     return {
         tool.name for tool in tools if tool.name.lower() in lowered or asked & vocabulary[tool.name]
     }
+
+
+def matching_tools(registry: ToolRegistry, text: str) -> list[str]:
+    """The tools whose name holds a word of ``text`` (3 letters or more, a plural ``s``
+    dropped; a server's prefix, shared by its tools, does not count), in the registry's order:
+    a hint next to the task for a small model, which otherwise takes the first tool of a
+    server whatever it does (``atlas__add`` for a capital city)."""
+    tools = list(registry)
+    names = {tool.name: _name_stems(tool.name) for tool in tools}
+    frequency = Counter(word for words in names.values() for word in words)
+    shared = {word for word, n in frequency.items() if n > 1}
+    asked = {word.removesuffix("s") for word in re.findall(r"[a-z0-9]{3,}", text.lower())}
+    return [tool.name for tool in tools if asked & (names[tool.name] - shared)]
+
+
+def _name_stems(name: str) -> set[str]:
+    return {word.removesuffix("s") for word in re.findall(r"[a-z0-9]{3,}", name.lower())}
 
 
 _COMMON_WORDS = (

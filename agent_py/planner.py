@@ -31,6 +31,7 @@ from agent_py.model_client import ModelClient
 from agent_py.parsing import (
     RethinkDecision,
     RethinkStatus,
+    clean_answer,
     parse_plan,
     parse_rethink,
 )
@@ -45,6 +46,7 @@ from agent_py.plan import (
     rename_reused_ids,
 )
 from agent_py.plan_prompts import (
+    matching_tools,
     nearest_example_turns,
     plan_example_turns,
     plan_system_message,
@@ -61,6 +63,7 @@ from agent_py.review import (
     remote_tools,
 )
 from agent_py.tools.base import ToolResult
+from agent_py.tools.decline import DECLINE_TOOL, TaskDeclined, declined_because
 from agent_py.tools.registry import ToolRegistry
 
 DIGEST_MARGIN_TOKENS = 64  # the digest's own framing lines, estimated on the safe side
@@ -229,7 +232,7 @@ class PlanAndRethink:
             if decision.status is RethinkStatus.FAILED:
                 raise RunFailure(f"the task cannot be done: {decision.final}")
             if decision.status is RethinkStatus.DONE:
-                final = decision.final
+                final = clean_answer(decision.final or "")
                 break
         failed = [o for o in run.outcomes if not o.ok]
         self.recorder.emit(
@@ -276,13 +279,11 @@ class PlanAndRethink:
             )
             conversation.append({"role": "assistant", "content": turn.plan or "(no plan)"})
             result = render("followup_result", result=turn.outcome()) + "\n\n"
-        conversation.append(
-            {
-                "role": "user",
-                "content": result + render("plan_user", question=question),
-                "keep": Keep.CURRENT,
-            }
-        )
+        task = render("plan_user", question=question)
+        hint = matching_tools(self.registry, question) if self.strategy.tool_hint else []
+        if hint:
+            task += "\n" + render("plan_tool_hint", tools=", ".join(hint))
+        conversation.append({"role": "user", "content": result + task, "keep": Keep.CURRENT})
         return conversation
 
     async def _reviewed(self, plan: PlanSchema, question: str) -> PlanSchema:
@@ -386,7 +387,8 @@ class PlanAndRethink:
         """The last task's ``outcomes``, its one step failed when its result would be handed to
         the user as it is (Strategy.answer_from_single_step) but no call of the run was given
         some of the question's data: that result is about something else."""
-        answer = single_step_answer(outcomes) if self.strategy.answer_from_single_step else None
+        handed_over = self.strategy.answer_from_single_step and self.strategy.data_check
+        answer = single_step_answer(outcomes) if handed_over else None
         if answer is None:
             return outcomes
         calls = [o.arguments for o in [*earlier, *outcomes] if o.ok and o.arguments is not None]
@@ -440,6 +442,10 @@ class PlanAndRethink:
         copied the request's text up to that bound given it whole, its repeated steps merged
         when the strategy says so, and ids that an earlier plan used renamed. From now on a
         tight window keeps the schemas of the tools the plans use."""
+        declined = decline_reason(plan)
+        if declined is not None:
+            run.plans.append(plan)
+            raise TaskDeclined(declined)
         plan, cut = cut_runaway_inputs(plan, self.plan_shape)
         if cut:
             self.recorder.emit(
@@ -575,7 +581,7 @@ class PlanAndRethink:
         )
         answer = await self.model.ask(conversation, CallPurpose.ANSWER)
         conversation.append({"role": "assistant", "content": answer})
-        return answer
+        return clean_answer(answer)
 
     def _with_results(
         self,
@@ -613,6 +619,15 @@ class PlanAndRethink:
                 ]
             ),
         }
+
+
+def decline_reason(plan: PlanSchema) -> str | None:
+    """Why the run ends before it starts, when a step of ``plan`` declines the task."""
+    for step in plan.steps():
+        if step.tool_name == DECLINE_TOOL:
+            reason = step.input if step.input is not None else (step.arguments or {}).get("reason")
+            return declined_because(str(reason or step.step_goal))
+    return None
 
 
 def single_step_answer(outcomes: list[StepOutcome]) -> str | None:

@@ -4,12 +4,13 @@ A profile bundles what depends on the model's size: how large a plan may be, the
 budgets, the sampling, and the :class:`Strategy` switches that trade model calls for
 robustness. A 4B model on a GPU plans freely and reflects after every task; a 135M-270M
 model on two CPU cores gets a tight plan shape with the tool input inline, short examples,
-and no model call that a successful step makes unnecessary. Each switch of the small
-profile was measured with the real-task suite (``python -m agent_py eval``; see the
-README's table).
+and no model call that a successful step makes unnecessary. Profiles follow the model's
+class: tiny (300M parameters or fewer), small (up to 2B) and full. Each switch of the tiny and
+small profiles was measured with the real-task suite's tuning split (``python -m agent_py
+eval``) on the model class it serves; docs/benchmarks.md has the tables.
 
 The page chooses the profile here, from the engine and the model, so every default lives
-in Python: ``profile_for("cpu", "smollm2-135m-instruct-q4_1")``.
+in Python: ``profile_for("cpu", "qwen2.5-coder-0.5b-instruct-q4_1")``.
 """
 
 from __future__ import annotations
@@ -70,6 +71,20 @@ class Strategy(BaseModel):
     answer_from_single_step: bool = False
     """When the last task is one successful step, its result is the answer (no answer
     call). With skip_rethink_on_success, a one-step task then costs one model call."""
+    tool_hint: bool = False
+    """The task's plan request names the tools whose name or description shares a distinctive
+    word with it (``plan_prompts.matching_tools``): a small model otherwise takes the first
+    tool of a server (``add`` for a capital city)."""
+    data_check: bool = False
+    """With ``answer_from_single_step``: the handed-over result must come from tool calls that
+    were given the question's data (its numbers, quoted texts and web addresses); a result
+    from calls that left some out fails its step (``answer_checks.data_left_out``). Catches a
+    tiny model's answer about something else; can refuse a stronger model's right answer
+    that did not need every number (an example sequence, a pasted list)."""
+    decline: bool = False
+    """The ``decline`` tool is offered: a plan that uses it ends the run failed with its
+    reason, before anything runs (a task that needs the internet, live data, the user's
+    files or an action in the world)."""
 
 
 class ModelProfile(BaseModel):
@@ -88,10 +103,11 @@ class ModelProfile(BaseModel):
 
 FULL = ModelProfile(name="full")
 
-# For 135M-270M models on two CPU cores (a few tokens per second). The budgets hold the
-# largest plan the shape allows: 2 tasks of 2 steps with a 160-character input each.
-SMALL = ModelProfile(
-    name="small",
+# For models of 300M parameters or fewer (SmolLM2-135M, Gemma 3 270M) on two CPU cores. The
+# budgets hold the largest plan the shape allows: 2 tasks of 2 steps with a 160-character
+# input each. Each switch was measured on SmolLM2-135M with the tuning split of the suite.
+TINY = ModelProfile(
+    name="tiny",
     plan_shape=PlanShape(
         max_tasks=2,
         max_steps_per_task=2,
@@ -112,6 +128,7 @@ SMALL = ModelProfile(
         retry_temperature=0.8,
         code_call_after_failure=True,
         answer_from_single_step=True,
+        data_check=True,
         compact_json=True,
     ),
     # Greedy: at 0.2 the 135M model wandered more often, in code above all.
@@ -123,16 +140,36 @@ SMALL = ModelProfile(
     ),
 )
 
-PROFILES: dict[str, ModelProfile] = {profile.name: profile for profile in (FULL, SMALL)}
+# For models of 0.5B-2B parameters (Qwen2.5-Coder 0.5B and 1.5B) on a CPU. Each switch was
+# measured on Qwen2.5-Coder-0.5B with the tuning split of the suite (docs/benchmarks.md).
+SMALL = TINY.model_copy(
+    update={
+        "name": "small",
+        # Room for real code in a step's input (a loop, a date calculation).
+        "plan_shape": TINY.plan_shape.model_copy(update={"max_input_chars": 400}),
+        "budgets": ReplyBudgets(plan=768, arguments=320, generate=256, rethink=192, answer=256),
+        "strategy": TINY.strategy.model_copy(
+            update={
+                "decline": True,
+                "nearest_example": False,
+                "data_check": False,
+                "tool_hint": True,
+            }
+        ),
+    }
+)
 
-# Per-model choices, where a model needs something other than its engine's profile.
+PROFILES: dict[str, ModelProfile] = {p.name: p for p in (TINY, SMALL, FULL)}
+
+# Per-model choices, where a model needs another profile than its size gives.
 MODEL_PROFILES: dict[str, str] = {}
 
-ENGINE_PROFILES: dict[str, str] = {"cpu": "small"}
-
-
-SMALL_MODEL_PARAMETERS = 1_000_000_000
-"""Models below this size (by the size in their name) get the small profile on any engine."""
+TINY_MODEL_PARAMETERS = 300_000_000
+"""Models of at most this size (by the size in their name) get the tiny profile."""
+SMALL_MODEL_PARAMETERS = 2_000_000_000
+"""Larger models up to this size get the small profile; larger ones the full profile."""
+ENGINE_DEFAULT_PROFILES: dict[str, str] = {"cpu": "small"}
+"""For a model whose name states no size: the CPU engine runs small models."""
 _SIZE_IN_NAME = re.compile(r"(?<![0-9a-z.])(\d+(?:\.\d+)?)([mb])(?![a-z])", re.IGNORECASE)
 
 
@@ -147,17 +184,24 @@ def parameters_in_name(model: str) -> float | None:
 
 
 def profile_for(engine: str, model: str, choice: str = "auto") -> ModelProfile:
-    """The profile named ``choice``, or with ``auto`` the one for this model and engine: a
-    model server may serve any model, so there its size (by its name) decides."""
+    """The profile named ``choice``, or with ``auto`` the one for this model's class: its size
+    by its name (tiny up to 300M, small up to 2B, full above); a name without a size gets
+    the engine's default (small on the CPU engine, full elsewhere)."""
     if choice != "auto":
         try:
             return PROFILES[choice]
         except KeyError:
             known = ", ".join(["auto", *PROFILES])
             raise ValueError(f"unknown profile {choice!r}; choose one of {known}") from None
-    name = MODEL_PROFILES.get(model) or ENGINE_PROFILES.get(engine)
+    name = MODEL_PROFILES.get(model)
     if name is None:
         size = parameters_in_name(model)
-        small = size is not None and size < SMALL_MODEL_PARAMETERS
-        name = SMALL.name if small else FULL.name
+        if size is None:
+            name = ENGINE_DEFAULT_PROFILES.get(engine, FULL.name)
+        elif size <= TINY_MODEL_PARAMETERS:
+            name = TINY.name
+        elif size <= SMALL_MODEL_PARAMETERS:
+            name = SMALL.name
+        else:
+            name = FULL.name
     return PROFILES[name]

@@ -29,6 +29,7 @@ from agent_py.page.review import PageReviewer
 from agent_py.page.servers import PageServers
 from agent_py.page.settings import PageSettings
 from agent_py.tools.base import ToolBase
+from agent_py.tools.decline import Decline
 from agent_py.tools.javascript import JavascriptExecutor
 from agent_py.tools.llm_generator import LLMGenerator
 from agent_py.tools.python import PythonExecutor
@@ -219,6 +220,8 @@ class PageSession:
                 ),
                 PythonExecutor(self._python, timeout_s=self._settings.js_timeout_s),
             ]
+            if self._settings.agent_config().strategy.decline:
+                builtins.append(Decline())
             self._builtin_names = [tool.name for tool in builtins]
             in_python = self._settings.engine_kind == "openai"
             self._agent = Agent(

@@ -85,3 +85,87 @@ class CodeTool(ToolBase, Generic[RunnerT]):
                 f"write the calculation itself in {self.code_language} (with operators, Math "
                 "or a loop)"
             )
+
+
+# Code models often write their answer as a function and never call it (`function total() {
+# return 3 + 8; }`, `def main(): ...`): code that is nothing but function definitions, the last
+# of which takes no argument, is run by calling that function, as a script's entry point.
+_JS_FUNCTION = re.compile(r"(?:async\s+)?function\s*\*?\s*([A-Za-z_$][\w$]*)\s*\(([^()]*)\)\s*\{")
+_JS_SKIPPED = re.compile(r"\s+|//[^\n]*|/\*.*?\*/|;", re.DOTALL)
+
+
+def _js_block_end(code: str, start: int) -> int | None:
+    """The index after the ``}`` that closes the ``{`` at ``start``, skipping strings,
+    template literals and comments; None when it never closes."""
+    depth, i = 0, start
+    while i < len(code):
+        char = code[i]
+        if char in "'\"`":
+            i += 1
+            while i < len(code) and code[i] != char:
+                i += 2 if code[i] == "\\" else 1
+        elif code.startswith("//", i):
+            i = code.find("\n", i)
+            if i < 0:
+                return None
+        elif code.startswith("/*", i):
+            i = code.find("*/", i)
+            if i < 0:
+                return None
+            i += 1
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
+def javascript_lone_function(code: str) -> str | None:
+    """The name of the function to call when ``code`` is only function declarations (and
+    comments), the last of which takes no parameter; else None."""
+    at, last = 0, None
+    while True:
+        skipped = _JS_SKIPPED.match(code, at)
+        while skipped and skipped.end() > at:
+            at = skipped.end()
+            skipped = _JS_SKIPPED.match(code, at)
+        if at >= len(code):
+            return last
+        declared = _JS_FUNCTION.match(code, at)
+        if declared is None:
+            return None
+        end = _js_block_end(code, declared.end() - 1)
+        if end is None:
+            return None
+        at = end
+        last = declared.group(1) if not declared.group(2).strip() else None
+
+
+def python_lone_function(code: str) -> str | None:
+    """The name of the function to call when ``code`` is only imports and function definitions
+    (and a docstring), the last of which takes no required argument; else None."""
+    import ast
+
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return None
+    functions = [node for node in body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
+    allowed = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)
+    docstring = (ast.Expr,)
+    if not functions or not all(
+        isinstance(node, allowed)
+        or (isinstance(node, docstring) and isinstance(node.value, ast.Constant))
+        for node in body
+    ):
+        return None
+    last = functions[-1]
+    arguments = last.args
+    required = len(arguments.posonlyargs) + len(arguments.args) - len(arguments.defaults)
+    kw_required = sum(default is None for default in arguments.kw_defaults)
+    if required or kw_required or isinstance(last, ast.AsyncFunctionDef):
+        return None
+    return last.name

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_py.answer_checks import before_it_starts_over, echoes_instructions, repeats_itself
+from agent_py.answer_checks import (
+    before_it_starts_over,
+    echoes_instructions,
+    refuses,
+    repeats_itself,
+)
 from agent_py.llm import CallPurpose, Message
 from agent_py.prompts import render
 from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
@@ -56,4 +61,7 @@ class LLMGenerator(ToolBase):
             raise ToolError("the model wrote one phrase over and over instead of the text")
         if echoes_instructions(text, [system], allowed=instruction):
             raise ToolError("the model repeated its own instructions instead of doing the task")
+        refusal = refuses(text)
+        if refusal is not None:
+            raise ToolError(f"the model declined: {refusal}")
         return ToolResult(text)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent_py.tools.base import ToolContext, ToolError, ToolResult
-from agent_py.tools.code import CodeTool, code_input_schema
+from agent_py.tools.code import CodeTool, code_input_schema, python_lone_function
 from agent_py.tools.python_driver import source
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -94,6 +94,9 @@ class PythonExecutor(CodeTool[PyRunner]):
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         code = str(arguments["code"])
         self.refuse_constant_code(code)
+        lone = python_lone_function(code)
+        if lone is not None:  # a function written and never called: it is the entry point
+            code = f"{code}\n{lone}()"
         result = await self.runner.run(
             program_for(code, self.output_limit),
             timeout_s=self.run_timeout_s,

@@ -18,7 +18,7 @@ from agent_py.llm import CallInfo, CallPurpose, LLMError
 from agent_py.page.engine import BridgeLLM, BridgePyRunner
 from agent_py.page.session import PageSession
 from agent_py.page.settings import PageSettings
-from agent_py.profiles import DEFAULT_CPU_MODEL
+from agent_py.profiles import DEFAULT_CPU_MODEL, profile_for
 from agent_py.tools.python import program_for
 from agent_py.tools.python_driver import run_source
 
@@ -204,7 +204,8 @@ def test_the_cpu_engine_plans_with_its_own_model_under_its_profile() -> None:
     settings = PageSettings(engine_kind="cpu", executor_model="other")
     config = settings.agent_config()
     assert config.models.planner == DEFAULT_CPU_MODEL and config.models.executor is None
-    assert settings.model_profile().name == "small"
+    assert settings.model_profile() is profile_for("cpu", DEFAULT_CPU_MODEL)
+    assert settings.model_profile().name != "full"  # the CPU engine runs small models
     # A browser kept "" under the old name for "the default".
     assert PageSettings.model_validate({"cpu_model_url": ""}).cpu_model == DEFAULT_CPU_MODEL
     assert PageSettings.model_validate({"cpu_model_url": "a.gguf"}).cpu_model == "a.gguf"

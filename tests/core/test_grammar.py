@@ -8,7 +8,7 @@ import re
 
 from agent_py.grammar import compact_grammar
 from agent_py.plan import PlanShape, plan_json_schema
-from agent_py.profiles import SMALL
+from agent_py.profiles import TINY
 from agent_py.tools import JavascriptExecutor, LLMGenerator
 
 LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')  # a GBNF string literal, escapes included
@@ -20,7 +20,7 @@ def rules_of(grammar: str) -> dict[str, str]:
 
 def test_the_small_plan_schema_becomes_a_grammar_with_its_bounds_and_no_whitespace() -> None:
     grammar = compact_grammar(
-        plan_json_schema(["llm_generator", "javascript_execute"], SMALL.plan_shape)
+        plan_json_schema(["llm_generator", "javascript_execute"], TINY.plan_shape)
     )
     assert grammar is not None
     rules = rules_of(grammar)
@@ -35,7 +35,7 @@ def test_the_small_plan_schema_becomes_a_grammar_with_its_bounds_and_no_whitespa
 
 
 def test_the_spaced_form_has_json_dumps_separators_and_no_other_whitespace() -> None:
-    schema = plan_json_schema(["llm_generator", "javascript_execute"], SMALL.plan_shape)
+    schema = plan_json_schema(["llm_generator", "javascript_execute"], TINY.plan_shape)
     grammar = compact_grammar(schema, spaced=True)
     assert grammar is not None
     rules = rules_of(grammar)

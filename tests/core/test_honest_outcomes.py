@@ -10,17 +10,21 @@ from typing import Any
 import pytest
 from support import CONTINUE, EchoTool, make_agent, of_type, plan_reply, step
 
-from agent_py import AgentConfig, AgentState, EventType, ScriptedLLM
+from agent_py import AgentConfig, AgentState, EventType, LLMError, ScriptedLLM
 from agent_py.answer_checks import (
     data_left_out,
     echoes_instructions,
     question_data,
+    refuses,
     repeats_itself,
 )
+from agent_py.events import FailureCause
 from agent_py.llm import CallInfo, Message
-from agent_py.profiles import SMALL
+from agent_py.profiles import TINY
 from agent_py.prompts import render
 from agent_py.terminal import EXIT_FAILED, EXIT_OK, report_result
+from agent_py.tools.decline import Decline
+from agent_py.tools.llm_generator import LLMGenerator
 
 ONE_STEP = plan_reply([step("s1", "echo", {"text": "a", "times": 1})])
 
@@ -173,9 +177,9 @@ def test_a_short_instruction_sentence_repeated_back_is_an_echo() -> None:
 # The small profile hands a one-step task's result to the user as it is; without the code call
 # after failed code, so each plan's code runs as written.
 SMALL_REPLAN = AgentConfig(
-    plan_shape=SMALL.plan_shape,
-    strategy=SMALL.strategy.model_copy(update={"code_call_after_failure": False}),
-    budgets=SMALL.budgets,
+    plan_shape=TINY.plan_shape,
+    strategy=TINY.strategy.model_copy(update={"code_call_after_failure": False}),
+    budgets=TINY.budgets,
 )
 
 
@@ -246,7 +250,7 @@ async def test_with_the_code_call_a_result_that_left_data_out_is_written_again_f
             "arguments": "```javascript\nreturn 'encyclopedia'.length;\n```",
         }
     )
-    config = SMALL_REPLAN.model_copy(update={"strategy": SMALL.strategy})
+    config = SMALL_REPLAN.model_copy(update={"strategy": TINY.strategy})
     agent, _ = make_agent(llm, config=config)
 
     result = await agent.task("Use JavaScript to count the letters in the word 'encyclopedia'.")
@@ -346,3 +350,117 @@ def test_a_date_is_used_with_its_month_counted_from_0_or_as_text() -> None:
     assert data_left_out(question, [{"code": as_text}]) == []
     wrong = "return new Date(2024).getTime() - 1000;"
     assert data_left_out(question, [{"code": wrong}]) == ["01", "03"]
+
+
+async def test_a_run_the_engine_failed_says_so_and_a_task_failure_does_not() -> None:
+    def broken(messages: list[Message], call: CallInfo) -> str:
+        raise LLMError("Failed to execute 'put' on 'Cache': Unexpected internal error")
+
+    agent, sink = make_agent(ScriptedLLM(broken), EchoTool())
+    result = await agent.task("Say a once.")
+    assert (result.state, result.failure) == (AgentState.FAILED, FailureCause.ENGINE)
+    assert of_type(sink.events, "final")[-1].meta["failure"] == "engine"
+
+    # The engine failing under a step (a generation) makes the run's failure the engine's too.
+    def generate_fails(messages: list[Message], call: CallInfo) -> str:
+        raise LLMError("the engine's worker died")
+
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "llm_generator", {"prompt": "Say hi."})]),
+            "generate": generate_fails,
+            "rethink": CONTINUE,
+        }
+    )
+    agent, _ = make_agent(llm, LLMGenerator())
+    result = await agent.task("Say hi.")
+    assert result.state is AgentState.FAILED and result.failure is FailureCause.ENGINE
+    assert "the engine's worker died" in (result.error or "")
+
+    # A run that failed at the task itself is the task's failure.
+    failing = plan_reply([step("s1", "echo", {"text": "fail", "times": 1})])
+    agent, _ = make_agent(ScriptedLLM.replaying({"plan": failing, "rethink": CONTINUE}), EchoTool())
+    result = await agent.task("Say a once.")
+    assert result.state is AgentState.FAILED and result.failure is FailureCause.TASK
+    # A completed run has no failure cause.
+    state, _ = await run_with_answer("a")
+    assert state is AgentState.COMPLETED
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "I'm sorry, but I can't assist with that request.",
+        "As an AI language model, I don't have access to real-time prices.",
+        "Unfortunately, I do not have access to your calendar. You could try an app.",
+        "I am unable to book tables. Please call the restaurant.",
+    ],
+)
+async def test_an_answer_that_declines_the_task_fails_the_run_with_it(answer: str) -> None:
+    state, error = await run_with_answer(answer)
+    assert state is AgentState.FAILED
+    assert error == "the model says it cannot do the task: " + " ".join(answer.split())[:200]
+
+
+@pytest.mark.parametrize(
+    ("answer", "declines"),
+    [
+        ("No: 221 cannot be prime, since 13 x 17 = 221.", False),
+        ("Bonjour", False),
+        ("The sum is 30. It was computed. I cannot check it twice.", False),
+        # The opening is its first two sentences: a refusal there counts.
+        ("The sum is 30. I cannot check it, though.", True),
+    ],
+)
+def test_a_refusal_speaks_of_the_model_in_the_opening(answer: str, declines: bool) -> None:
+    assert (refuses(answer) is not None) is declines
+
+
+async def test_a_generated_text_that_declines_fails_its_step() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "llm_generator", {"prompt": "Book a table."})]),
+            "generate": "I'm sorry, but I can't book tables.",
+            "rethink": CONTINUE,
+        }
+    )
+    agent, _ = make_agent(llm, LLMGenerator())
+    result = await agent.task("Book a table for two.")
+    assert result.state is AgentState.FAILED
+    assert result.steps[0].output == (
+        "llm_generator failed: the model declined: I'm sorry, but I can't book tables."
+    )
+
+
+async def test_a_plan_that_declines_ends_failed_with_its_reason_and_runs_nothing() -> None:
+    declines = plan_reply(
+        [step("s1", "decline", {"reason": "no tool here can book tables."})],
+        [step("s2", "echo", {"text": "booked", "times": 1})],
+    )
+    echo = EchoTool()
+    agent, sink = make_agent(ScriptedLLM.replaying({"plan": declines}), echo, Decline())
+    result = await agent.task("Book me a table for two tonight.")
+    assert result.state is AgentState.FAILED and result.failure is FailureCause.TASK
+    assert result.error == "the task cannot be done here: no tool here can book tables"
+    assert echo.calls == [] and result.steps == []
+    assert not of_type(sink.events, "step_started")
+    # The small profile's inline input carries the reason as well.
+    inline = plan_reply(
+        [
+            {
+                "step_id": "s1",
+                "step_goal": "say why",
+                "tool_name": "decline",
+                "input": "it needs live prices",
+            }
+        ]
+    )
+    agent, _ = make_agent(ScriptedLLM.replaying({"plan": inline}), EchoTool(), Decline())
+    result = await agent.task("What is bitcoin worth now?")
+    assert result.error == "the task cannot be done here: it needs live prices"
+
+
+def test_the_decline_tool_is_offered_to_small_models_not_tiny_ones() -> None:
+    from agent_py.profiles import SMALL
+
+    assert SMALL.strategy.decline and not TINY.strategy.decline

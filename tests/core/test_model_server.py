@@ -272,11 +272,11 @@ async def test_a_server_that_ignores_the_format_meets_the_repair_path(serve) -> 
 @pytest.mark.parametrize(
     ("model", "profile"),
     [
-        ("smollm2-135m-instruct-q4_1", "small"),
+        ("smollm2-135m-instruct-q4_1", "tiny"),
         ("qwen2.5:0.5b", "small"),
         ("/models/SmolLM2-360M-Instruct.Q8_0.gguf", "small"),
         ("qwen3:4b", "full"),
-        ("Qwen2.5-1.5B-Instruct", "full"),
+        ("Qwen2.5-1.5B-Instruct", "small"),
         ("gpt-4o-mini", "full"),  # no size in the name: the full profile
     ],
 )

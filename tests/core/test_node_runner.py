@@ -201,3 +201,36 @@ async def test_code_that_computes_or_returns_text_runs(code: str) -> None:
     tool = JavascriptExecutor(runner, timeout_s=5)
     await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
     assert runner.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "value"),
+    [
+        ("function compute() {\n  return 6 * 7;\n}", 42),
+        (
+            "// helpers\nfunction half(x) { return x / 2; }\nfunction main() { return half(84); }",
+            42,
+        ),
+        ("async function go() { return '}'.length + 41; }", 42),
+    ],
+)
+async def test_code_that_only_declares_a_function_runs_it(code: str, value: object) -> None:
+    """A code model's habit: the answer written as a function that is never called."""
+    from agent_py.tools.base import ToolContext
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
+    result = await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert result.data == value
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "function f(x) { return x * 2; }",  # it needs an argument: nothing to call it with
+        "function f() { return 1; }\nconst y = 2;",  # other statements: the code runs as it is
+    ],
+)
+def test_only_a_lone_function_without_parameters_is_called(code: str) -> None:
+    from agent_py.tools.code import javascript_lone_function
+
+    assert javascript_lone_function(code) is None

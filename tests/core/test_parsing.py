@@ -14,6 +14,7 @@ from agent_py.parsing import (
     PlanParseError,
     ReplyParseError,
     RethinkStatus,
+    clean_answer,
     extract_json,
     extract_tag,
     parse_plan,
@@ -189,3 +190,21 @@ def test_unreadable_reflections_say_why(reply: str, reason: str) -> None:
     with pytest.raises(ReplyParseError) as caught:
         parse_rethink(reply)
     assert reason in caught.value.reason
+
+
+@pytest.mark.parametrize(
+    ("reply", "answer"),
+    [
+        ("<final>Paris</final>", "Paris"),
+        ("<status>done</status><final>Bonjour</final>", "Bonjour"),
+        ("```markdown\nThe answer is **42**.\n```", "The answer is **42**."),
+        ("```\n36\n```", "36"),
+        ("<answer>36</answer>", "36"),
+        ("<think>hm</think>The result is 5.", "The result is 5."),
+        # A fence of code, or a fence inside the answer, is the answer's own.
+        ("```javascript\nreturn 1;\n```", "```javascript\nreturn 1;\n```"),
+        ("Here:\n```js\nx\n```", "Here:\n```js\nx\n```"),
+    ],
+)
+def test_an_answer_loses_the_markup_of_our_reply_formats(reply: str, answer: str) -> None:
+    assert clean_answer(reply) == answer

@@ -175,3 +175,23 @@ async def test_code_that_gives_no_value_fails_its_step_not_with_none(
 
 async def test_code_that_prints_none_beside_its_result_runs() -> None:
     assert (await run_tool("print(None)\nprint(5)")).data == "None\n5"
+
+
+async def test_code_that_only_defines_a_function_runs_it() -> None:
+    """A code model's habit: the answer written as a function that is never called."""
+    result = await run_tool("import math\n\ndef main():\n    return math.factorial(4) + 18\n")
+    assert result.data == 42
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "def f(x):\n    return x",
+        "def f():\n    return 1\nprint(f())",
+        "async def f():\n    return 1",
+    ],
+)
+def test_only_a_lone_function_without_required_arguments_is_called(code: str) -> None:
+    from agent_py.tools.code import python_lone_function
+
+    assert python_lone_function(code) is None

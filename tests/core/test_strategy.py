@@ -21,16 +21,19 @@ from agent_py.plan import (
     merge_duplicate_steps,
     plan_json_schema,
 )
-from agent_py.plan_prompts import nearest_example_turns, plan_example_turns, plan_system_prompt
-from agent_py.profiles import FULL, SMALL, Strategy, profile_for
+from agent_py.plan_prompts import (
+    matching_tools,
+    nearest_example_turns,
+    plan_example_turns,
+    plan_system_prompt,
+)
+from agent_py.profiles import FULL, SMALL, TINY, Strategy, profile_for
 from agent_py.terminal import describe
 from agent_py.tools.registry import ToolRegistry
 
 # The small strategy without its code call after failed code, for tests of the corrected plan.
-REPLAN = SMALL.strategy.model_copy(update={"code_call_after_failure": False})
-SMALL_CONFIG = AgentConfig(
-    plan_shape=SMALL.plan_shape, strategy=SMALL.strategy, budgets=SMALL.budgets
-)
+REPLAN = TINY.strategy.model_copy(update={"code_call_after_failure": False})
+TINY_CONFIG = AgentConfig(plan_shape=TINY.plan_shape, strategy=TINY.strategy, budgets=TINY.budgets)
 
 
 def input_step(step_id: str, tool: str, text: str) -> dict[str, Any]:
@@ -41,7 +44,7 @@ async def test_inline_input_runs_a_one_step_task_with_one_model_call() -> None:
     llm = ScriptedLLM.replaying(
         {"plan": plan_reply([input_step("s1", "javascript_execute", "return 6 * 7;")])}
     )
-    agent, sink = make_agent(llm, config=SMALL_CONFIG)
+    agent, sink = make_agent(llm, config=TINY_CONFIG)
 
     result = await agent.task("Use JavaScript to compute 6 times 7.")
 
@@ -61,7 +64,7 @@ async def test_inline_input_of_a_tool_with_several_values_becomes_the_arguments_
     llm = ScriptedLLM.replaying(
         {"plan": plan_reply([input_step("s1", "echo", "ab, twice")]), "arguments": arguments}
     )
-    agent, _ = make_agent(llm, EchoTool(), config=SMALL_CONFIG)
+    agent, _ = make_agent(llm, EchoTool(), config=TINY_CONFIG)
 
     result = await agent.task("echo ab twice")
 
@@ -77,10 +80,10 @@ async def test_with_rethink_after_failure_a_failed_step_gets_a_rethink() -> None
             "rethink": "<status>failed</status><final>the code cannot work</final>",
         }
     )
-    strategy = SMALL.strategy.model_copy(
+    strategy = TINY.strategy.model_copy(
         update={"rethink_after_failure": True, "replan_after_failure": False}
     )
-    agent, _ = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
+    agent, _ = make_agent(llm, config=TINY_CONFIG.model_copy(update={"strategy": strategy}))
 
     result = await agent.task("break")
 
@@ -97,7 +100,7 @@ async def test_without_the_switches_every_task_gets_a_rethink_and_the_answer_a_c
             "answer": "It is 42.",
         }
     )
-    config = AgentConfig(plan_shape=SMALL.plan_shape, strategy=Strategy())
+    config = AgentConfig(plan_shape=TINY.plan_shape, strategy=Strategy())
     agent, _ = make_agent(llm, config=config)
 
     result = await agent.task("six times seven")
@@ -114,7 +117,7 @@ async def test_answer_from_a_single_step_needs_that_step_to_be_the_whole_last_ta
         ]
     )
     llm = ScriptedLLM.replaying({"plan": two_steps, "answer": "1 and 2"})
-    agent, _ = make_agent(llm, config=SMALL_CONFIG)
+    agent, _ = make_agent(llm, config=TINY_CONFIG)
 
     result = await agent.task("one and two")
 
@@ -132,7 +135,7 @@ async def test_identical_steps_are_merged_and_references_follow() -> None:
             )
         }
     )
-    agent, sink = make_agent(llm, config=SMALL_CONFIG)
+    agent, sink = make_agent(llm, config=TINY_CONFIG)
 
     result = await agent.task("six times seven, plus one")
 
@@ -158,7 +161,7 @@ def test_merging_keeps_steps_that_differ_and_is_off_in_the_full_profile() -> Non
     merged_plan, merged = merge_duplicate_steps(plan)
     assert merged == {} and merged_plan == plan
     assert FULL.strategy.merge_duplicate_steps is False
-    assert SMALL.strategy.merge_duplicate_steps is True
+    assert TINY.strategy.merge_duplicate_steps is True
 
 
 async def generated(planned: str, question: str, text: str) -> tuple[Any, Any, list[str]]:
@@ -173,12 +176,12 @@ async def generated(planned: str, question: str, text: str) -> tuple[Any, Any, l
     llm = ScriptedLLM.replaying(
         {"plan": plan_reply([input_step("s1", "llm_generator", planned)]), "generate": generate}
     )
-    agent, sink = make_agent(llm, config=SMALL_CONFIG)
+    agent, sink = make_agent(llm, config=TINY_CONFIG)
     return await agent.task(question), sink, prompts
 
 
 async def test_an_input_that_looped_to_its_bound_is_cut_before_the_loop() -> None:
-    bound = SMALL.plan_shape.max_input_chars
+    bound = TINY.plan_shape.max_input_chars
     looped = "Write a greeting for Ann" + ".js" * 60
     looped = looped[: bound - 2] + ".1"  # the bound ends it mid-loop, as the grammar does
     result, sink, prompts = await generated(looped, "Write a greeting for Ann.", "Dear Ann!")
@@ -190,7 +193,7 @@ async def test_an_input_that_looped_to_its_bound_is_cut_before_the_loop() -> Non
 
 
 def test_only_a_loop_that_reached_the_bound_is_cut() -> None:
-    shape = SMALL.plan_shape
+    shape = TINY.plan_shape
     bound = shape.max_input_chars
 
     def plan_of(text: str) -> PlanSchema:
@@ -222,7 +225,7 @@ async def test_a_text_copied_from_the_request_up_to_the_bound_is_given_whole() -
     """A small plan's input is bounded (160 characters): "summarise this: <a page>" came to
     the generator as the page's first 160 characters, copied into the plan. The step gets
     the request whole, pasted line breaks included, and says so."""
-    bound = SMALL.plan_shape.max_input_chars
+    bound = TINY.plan_shape.max_input_chars
     question = f"Summarise this text in one sentence:\n\n{PASTED}"
     copied = " ".join(PASTED.split())[: bound - 4] + "bike"  # the bound fell in "bicycle"
     result, sink, prompts = await generated(copied, question, "The yard becomes a park.")
@@ -237,7 +240,7 @@ async def test_a_text_copied_from_the_request_up_to_the_bound_is_given_whole() -
 
 
 def test_a_copy_keeps_the_steps_own_words_and_only_a_cut_copy_is_completed() -> None:
-    shape = SMALL.plan_shape
+    shape = TINY.plan_shape
     bound = shape.max_input_chars
     question = f"Translate into French and keep it short: {PASTED} Thanks!"
     flat = " ".join(PASTED.split())
@@ -274,7 +277,7 @@ async def test_a_generation_that_starts_over_until_its_budget_keeps_the_first_pa
                 "generate": reply,
             }
         )
-        agent, sink = make_agent(llm, config=SMALL_CONFIG)
+        agent, sink = make_agent(llm, config=TINY_CONFIG)
 
         result = await agent.task("Greet Ann.")
 
@@ -300,7 +303,7 @@ async def test_worked_examples_come_before_the_task_as_earlier_turns() -> None:
     llm = ScriptedLLM.replaying(
         {"plan": plan_reply([input_step("s1", "javascript_execute", "return 2 - 1;")])}
     )
-    agent, _ = make_agent(llm, config=SMALL_CONFIG)
+    agent, _ = make_agent(llm, config=TINY_CONFIG)
 
     await agent.task("one")
 
@@ -320,7 +323,7 @@ async def test_the_closest_worked_example_comes_again_just_before_the_task() -> 
             "generate": "Snow on the pines.",
         }
     )
-    agent, _ = make_agent(llm, config=SMALL_CONFIG)
+    agent, _ = make_agent(llm, config=TINY_CONFIG)
 
     await agent.prepare()
     await agent.task("Write a haiku about snow.")
@@ -339,24 +342,24 @@ async def test_the_closest_worked_example_comes_again_just_before_the_task() -> 
 
 def test_a_task_that_shares_no_word_with_an_example_gets_none_again() -> None:
     tools = ToolRegistry(default_tools())
-    assert nearest_example_turns(tools, SMALL.plan_shape, "Tell me a joke.") == []
+    assert nearest_example_turns(tools, TINY.plan_shape, "Tell me a joke.") == []
     # Words of three letters or less do not count; a plural matches its singular.
-    closest = nearest_example_turns(tools, SMALL.plan_shape, "Sum up these numbers")
+    closest = nearest_example_turns(tools, TINY.plan_shape, "Sum up these numbers")
     assert closest[0]["content"] == "Task: Use JavaScript to list the odd numbers below 8, " + (
         "then add them up with JavaScript."
     )
-    assert FULL.strategy.nearest_example is False and SMALL.strategy.nearest_example is True
+    assert FULL.strategy.nearest_example is False and TINY.strategy.nearest_example is True
 
 
 def test_examples_name_only_tools_that_exist() -> None:
     only_echo = ToolRegistry([EchoTool()])
-    assert plan_example_turns(only_echo, SMALL.plan_shape) == []
-    prompt = plan_system_prompt(only_echo, SMALL.plan_shape, with_examples=True)
+    assert plan_example_turns(only_echo, TINY.plan_shape) == []
+    prompt = plan_system_prompt(only_echo, TINY.plan_shape, with_examples=True)
     assert "like the examples" not in prompt  # no example fits: the format is spelled out
     assert "the values of text (string), times (integer), in words" in prompt
 
 
-@pytest.mark.parametrize("shape", [SMALL.plan_shape, PlanShape()], ids=["small", "full"])
+@pytest.mark.parametrize("shape", [TINY.plan_shape, PlanShape()], ids=["tiny", "full"])
 async def test_every_worked_example_runs_through_the_real_tools(shape: PlanShape) -> None:
     """The examples teach by being copied: each one's plan, replayed, completes with every
     step run (none refused by the code tools' own checks, none failing in Node)."""
@@ -364,7 +367,7 @@ async def test_every_worked_example_runs_through_the_real_tools(shape: PlanShape
     assert len(turns) >= 8
     for task_turn, plan_turn in zip(turns[::2], turns[1::2], strict=True):
         llm = ScriptedLLM.replaying({"plan": plan_turn["content"], "generate": "Some text."})
-        agent, sink = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"plan_shape": shape}))
+        agent, sink = make_agent(llm, config=TINY_CONFIG.model_copy(update={"plan_shape": shape}))
 
         result = await agent.task(task_turn["content"])
 
@@ -384,7 +387,7 @@ def test_examples_follow_the_plan_shape() -> None:
 
 
 def test_the_small_plan_schema_asks_for_input_and_no_notes() -> None:
-    schema = plan_json_schema(["a"], SMALL.plan_shape)
+    schema = plan_json_schema(["a"], TINY.plan_shape)
     step_schema = schema["properties"]["tasks"]["items"]["properties"]["steps"]["items"]
     assert list(step_schema["properties"]) == ["step_id", "step_goal", "tool_name", "input"]
     assert step_schema["required"] == ["step_id", "step_goal", "tool_name", "input"]
@@ -392,15 +395,22 @@ def test_the_small_plan_schema_asks_for_input_and_no_notes() -> None:
 
 
 def test_the_profile_is_chosen_in_python_per_engine_and_model() -> None:
-    assert profile_for("cpu", "gemma3-270m-q4_k_m") is SMALL
+    # By the model's class: its size by its name.
+    assert profile_for("cpu", "gemma3-270m-q4_k_m") is TINY
+    assert profile_for("cpu", "smollm2-135m-instruct-q4_1") is TINY
+    assert profile_for("cpu", "qwen2.5-coder-0.5b-instruct-q4_1") is SMALL
     assert profile_for("webllm", "Qwen3-4B-q4f16_1-MLC") is FULL
+    # A name without a size: the CPU engine runs small models, others the full profile.
+    assert profile_for("cpu", "models/mine.gguf") is SMALL
+    assert profile_for("openai", "gpt-4o-mini") is FULL
     assert profile_for("webllm", "x", "small") is SMALL
+    assert profile_for("webllm", "x", "tiny") is TINY
     with pytest.raises(ValueError, match="unknown profile"):
-        profile_for("cpu", "x", "tiny")
+        profile_for("cpu", "x", "huge")
 
-    config = PageSettings(engine_kind="cpu", model="gemma3-270m-q4_k_m").agent_config()
-    assert config.plan_shape == SMALL.plan_shape and config.strategy == SMALL.strategy
-    assert config.budgets == SMALL.budgets
+    config = PageSettings(engine_kind="cpu", cpu_model="gemma3-270m-q4_k_m").agent_config()
+    assert config.plan_shape == TINY.plan_shape and config.strategy == TINY.strategy
+    assert config.budgets == TINY.budgets
 
     overridden = PageSettings(
         engine_kind="cpu",
@@ -416,7 +426,7 @@ async def test_sampling_of_the_profile_reaches_every_call() -> None:
         {"plan": plan_reply([input_step("s1", "javascript_execute", "return 2 - 1;")])}
     )
     sampling = Sampling(temperature=0.0, dry_multiplier=0.8)
-    config = SMALL_CONFIG.model_copy(update={"sampling": sampling})
+    config = TINY_CONFIG.model_copy(update={"sampling": sampling})
     agent, _ = make_agent(llm, config=config)
 
     await agent.task("one")
@@ -431,7 +441,7 @@ async def test_without_rethink_after_failure_a_failed_run_costs_no_reflection() 
     strategy = REPLAN.model_copy(
         update={"rethink_after_failure": False, "replan_after_failure": False}
     )
-    agent, sink = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
+    agent, sink = make_agent(llm, config=TINY_CONFIG.model_copy(update={"strategy": strategy}))
 
     result = await agent.task("break")
 
@@ -450,7 +460,7 @@ async def test_a_slow_generation_is_bounded_by_the_model_limit_not_the_tool_limi
         },
         reply_delay_s=0.5,
     )
-    config = SMALL_CONFIG.model_copy(update={"tool_timeout_s": 0.2})
+    config = TINY_CONFIG.model_copy(update={"tool_timeout_s": 0.2})
     agent, _ = make_agent(llm, config=config)
 
     result = await agent.task("a word")
@@ -468,7 +478,7 @@ async def test_a_failed_step_gets_one_corrected_plan_under_the_plan_grammar() ->
 
     llm = ScriptedLLM(plan)
     strategy = REPLAN.model_copy(update={"replan_after_failure": True})
-    agent, _ = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
+    agent, _ = make_agent(llm, config=TINY_CONFIG.model_copy(update={"strategy": strategy}))
 
     result = await agent.task("two to the tenth")
 
@@ -483,7 +493,7 @@ async def test_a_failed_step_gets_one_corrected_plan_under_the_plan_grammar() ->
         return plan_reply([input_step("s1", "javascript_execute", failing[len(seen) - 1])])
 
     llm = ScriptedLLM(plan_twice)
-    agent, _ = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
+    agent, _ = make_agent(llm, config=TINY_CONFIG.model_copy(update={"strategy": strategy}))
 
     result = await agent.task("two to the tenth")
 
@@ -501,7 +511,7 @@ async def test_the_corrected_plan_is_asked_for_once() -> None:
     strategy = REPLAN.model_copy(
         update={"replan_after_failure": True, "rethink_after_failure": False}
     )
-    agent, _ = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
+    agent, _ = make_agent(llm, config=TINY_CONFIG.model_copy(update={"strategy": strategy}))
 
     result = await agent.task("fail twice")
 
@@ -514,7 +524,7 @@ async def test_the_corrected_plan_is_sampled_at_the_retry_temperature() -> None:
     llm = ScriptedLLM.replaying(
         {"plan": plan_reply([input_step("s1", "javascript_execute", "throw new Error('x')")])}
     )
-    config = SMALL_CONFIG.model_copy(
+    config = TINY_CONFIG.model_copy(
         update={
             "strategy": REPLAN.model_copy(update={"retry_temperature": 0.8}),
             "sampling": Sampling(temperature=0.0, top_k=40),
@@ -538,7 +548,7 @@ async def test_free_text_calls_get_their_own_sampling_and_schema_calls_do_not() 
         }
     )
     text = Sampling(temperature=0.0, dry_multiplier=0.8)
-    config = SMALL_CONFIG.model_copy(
+    config = TINY_CONFIG.model_copy(
         update={"sampling": Sampling(temperature=0.0), "text_sampling": text}
     )
     agent, _ = make_agent(llm, config=config)
@@ -553,7 +563,7 @@ async def test_free_text_calls_get_their_own_sampling_and_schema_calls_do_not() 
 async def test_the_plan_grammar_has_the_separators_its_engine_asks_for(spaced: bool) -> None:
     llm = ScriptedLLM.replaying({"plan": plan_reply([step("s1", "echo", {"text": "hi"})])})
     llm.json_grammar_spaced = spaced  # the CPU engine's bridge says True
-    agent, _ = make_agent(llm, config=SMALL_CONFIG)
+    agent, _ = make_agent(llm, config=TINY_CONFIG)
 
     await agent.task("Say hi.")
 
@@ -577,7 +587,7 @@ async def test_fenced_code_comes_from_a_plain_text_call_and_runs() -> None:
         }
     )
     strategy = REPLAN.model_copy(update={"fenced_code": True})
-    agent, _ = make_agent(llm, config=SMALL_CONFIG.model_copy(update={"strategy": strategy}))
+    agent, _ = make_agent(llm, config=TINY_CONFIG.model_copy(update={"strategy": strategy}))
 
     result = await agent.task("Use JavaScript to compute 2 to the power of 10.")
 
@@ -604,7 +614,7 @@ async def test_failed_code_from_the_plan_is_written_again_in_a_code_call_before_
             "arguments": arguments,
         }
     )
-    agent, sink = make_agent(llm, config=SMALL_CONFIG)
+    agent, sink = make_agent(llm, config=TINY_CONFIG)
 
     result = await agent.task("Use JavaScript to find the largest of 17, 56, 8 and 23.")
 
@@ -628,14 +638,14 @@ async def test_when_the_code_call_fails_too_a_corrected_plan_follows() -> None:
             "arguments": "```javascript\nreturn maxOf(17, 56);\n```",
         }
     )
-    agent, _ = make_agent(llm, config=SMALL_CONFIG)
+    agent, _ = make_agent(llm, config=TINY_CONFIG)
 
     result = await agent.task("Use JavaScript to find the larger of 17 and 56.")
 
     assert result.state is AgentState.COMPLETED and result.answer == "56"
     assert result.stats.model_calls == {"plan": 2, "arguments": 1}
     assert FULL.strategy.code_call_after_failure is False
-    assert SMALL.strategy.code_call_after_failure is True
+    assert TINY.strategy.code_call_after_failure is True
 
 
 def test_a_reply_without_a_fence_is_taken_whole() -> None:
@@ -664,7 +674,7 @@ async def test_code_that_hands_back_the_tasks_numbers_is_planned_again_never_an_
         seen.append(messages[-1]["content"])
         return plan_reply([input_step("s1", "javascript_execute", codes[len(seen) - 1])])
 
-    config = SMALL_CONFIG.model_copy(update={"strategy": strategy})
+    config = TINY_CONFIG.model_copy(update={"strategy": strategy})
     agent, _ = make_agent(ScriptedLLM(plan), config=config)
 
     result = await agent.task("Use JavaScript to add 1234 and 5678.")
@@ -676,3 +686,53 @@ async def test_code_that_hands_back_the_tasks_numbers_is_planned_again_never_an_
         assert result.state is AgentState.FAILED
         assert result.error and "computes nothing" in result.error
         assert "1234" not in (result.answer or "")
+
+
+class NamedTool(EchoTool):
+    def __init__(self, name: str, description: str) -> None:
+        super().__init__()
+        self.name = name
+        self.description = description
+
+
+def atlas_tools() -> list[Any]:
+    return [
+        NamedTool("atlas__add", "Add two numbers."),
+        NamedTool("atlas__multiply", "Multiply two numbers."),
+        NamedTool("atlas__capital", "The capital city of a country in the atlas."),
+    ]
+
+
+def test_the_tools_a_task_names_are_hinted_but_not_a_servers_shared_prefix() -> None:
+    registry = ToolRegistry([*default_tools(), *atlas_tools()])
+    assert matching_tools(registry, "What is the capital of Zubrowka, per the atlas?") == [
+        "atlas__capital"
+    ]
+    assert matching_tools(registry, "Use the add tool to add 19 and 24.") == ["atlas__add"]
+    assert matching_tools(registry, "Sum the numbers 3, 8 and 15.") == []  # a description word
+    assert matching_tools(registry, "Ask the atlas for something.") == []  # the shared prefix
+
+
+async def test_a_small_model_is_told_which_tools_match_the_task() -> None:
+    def reply(messages: list[Message], call: CallInfo) -> str:
+        return plan_reply([step("s1", "atlas__capital", {"text": "Lutz", "times": 1})])
+
+    config = AgentConfig(
+        plan_shape=SMALL.plan_shape, strategy=SMALL.strategy, budgets=SMALL.budgets
+    )
+    llm = ScriptedLLM.replaying({"plan": reply})
+    agent, _ = make_agent(llm, *atlas_tools(), config=config)
+    await agent.task("What is the capital of Zubrowka?")
+    task = llm.calls[0][0][-1]["content"]
+    assert (
+        task == "Task: What is the capital of Zubrowka?\nTools whose words match the task: "
+        "atlas__capital."
+    )
+    # Without the switch the task goes alone.
+    llm = ScriptedLLM.replaying({"plan": reply})
+    plain = config.model_copy(
+        update={"strategy": SMALL.strategy.model_copy(update={"tool_hint": False})}
+    )
+    agent, _ = make_agent(llm, *atlas_tools(), config=plain)
+    await agent.task("What is the capital of Zubrowka?")
+    assert llm.calls[0][0][-1]["content"] == "Task: What is the capital of Zubrowka?"

@@ -20,7 +20,7 @@ import pytest
 from agent_py import read_history_file
 from agent_py.grammar import compact_grammar
 from agent_py.plan import plan_json_schema
-from agent_py.profiles import SMALL
+from agent_py.profiles import TINY
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -84,7 +84,7 @@ def test_the_readme_task_gives_42_on_the_cpu_engine(cpu_model: Path, tmp_path: P
     assert final.meta["stats"]["model_calls"] == {"plan": 1}
     actions = [e for e in events if e.type == "action"]
     assert [a.meta["tool"] for a in actions] == ["javascript_execute"]
-    schema = plan_json_schema(["llm_generator", "javascript_execute"], SMALL.plan_shape)
+    schema = plan_json_schema(["llm_generator", "javascript_execute"], TINY.plan_shape)
     assert compact_grammar(schema) is not None
 
     # The second run in the same browser profile restores the prefilled state from the

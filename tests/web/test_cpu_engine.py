@@ -25,7 +25,7 @@ import pytest
 from agent_py.grammar import compact_grammar, fenced_code_grammar
 from agent_py.parsing import parse_plan
 from agent_py.plan import PlanShape, plan_json_schema
-from agent_py.profiles import SMALL
+from agent_py.profiles import TINY
 from agent_py.terminal import load_browser_config
 from agent_py.tool_call import fenced_block
 from tests.web.cpu_harness import INSTRUCT_MODEL, MODEL, CPUHarness, open_harness
@@ -439,7 +439,7 @@ def test_the_text_a_grammar_forces_is_written_without_sampling(cpu: CPUHarness) 
     each one streamed piece, than it has tokens. The reply still meets the schema, written
     as json.dumps writes JSON (the worked examples' form, agent_py/grammar.py)."""
     cpu.ensure_loaded(INSTRUCT_MODEL)
-    schema = plan_json_schema(["llm_generator", "javascript_execute"], SMALL.plan_shape)
+    schema = plan_json_schema(["llm_generator", "javascript_execute"], TINY.plan_shape)
     messages = [
         {
             "role": "system",
@@ -448,7 +448,7 @@ def test_the_text_a_grammar_forces_is_written_without_sampling(cpu: CPUHarness) 
         },
         {"role": "user", "content": "Compute 17 * 23 with JavaScript."},
     ]
-    budget = SMALL.budgets.plan
+    budget = TINY.budgets.plan
     reply = cpu.chat(
         messages,
         model=INSTRUCT_MODEL,
