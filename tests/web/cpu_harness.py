@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 HARNESS = "dev/cpu_engine_harness.html"
 MODEL = "gemma3-270m-q4_k_m"  # loaded by id: the model with a built-in template
-INSTRUCT_MODEL = "smollm2-135m-instruct-q4_1"  # the engine's default
+INSTRUCT_MODEL = "smollm2-135m-instruct-q4_1"  # the quickest instruct model
 # page.evaluate has no time limit of its own. A call fails only when the engine says nothing
 # (no token, no loading report, no answer) for this long: our longest prompt is about 200
 # tokens, a few minutes of prefill even at 1 token/s on a machine busy with other work.

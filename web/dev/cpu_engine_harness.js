@@ -40,6 +40,8 @@ const methods = {
       threads: engine.threads,
       template: engine.template,
       dotForm: engine.modelInfo?.dot_form ?? null,
+      storage: engine.storage, // {kept, why}: whether the origin keeps the model's file
+      bytes: engine.modelBytes,
       seconds: (performance.now() - started) / 1000,
     };
   },
