@@ -621,3 +621,13 @@ def test_python_output_is_capped(harness: Harness) -> None:
     assert result["truncated"] is True
     # The value is cut as its JSON text: the first 1,000 characters of it, as a string.
     assert len(result["stdout"]) <= 1000 and len(result["value"]) <= 1000
+
+
+def test_python_runs_asked_for_together_run_one_after_another(harness: Harness) -> None:
+    """The steps of one task run at the same time; the sandbox's one Pyodide takes their code
+    in turn (it answered the second 'The Python sandbox is busy with another run.')."""
+    programs = [program_for(f"import time\ntime.sleep(0.2)\n{n} * 7", 20_000) for n in (5, 6)]
+    together = "ps => Promise.all(ps.map((p) => window.pythonSandbox.run(p, {timeoutMs: 10000})))"
+    answers = harness.page.evaluate(together, programs)
+    assert [a["error"] for a in answers] == [None, None]
+    assert [json.loads(a["json"])["value"] for a in answers] == [35, 42]

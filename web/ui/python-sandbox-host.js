@@ -42,13 +42,22 @@ export class PythonSandbox {
     onReady: (frame) => this.#sendFiles(frame),
   });
   #files = null; // the files the current frame holds: a promise of null or an error text
+  #queue = Promise.resolve(); // the runs before this one: the sandbox runs one at a time
 
   /**
    * Runs `program` (Python source whose last expression is a string) in the sandbox's Pyodide.
-   * Resolves, whatever the code does, with {json: that string or null, error, timedOut}.
+   * Resolves, whatever the code does, with {json: that string or null, error, timedOut}. Runs
+   * asked for together (the steps of one task) go one after another: the sandbox's one
+   * Pyodide refused a second run while the first went on.
    */
-  async run(program, { timeoutMs = 10_000 } = {}) {
+  run(program, { timeoutMs = 10_000 } = {}) {
     if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 0) throw new TypeError(`timeoutMs must be a whole number >= 0, got ${timeoutMs}`);
+    const turn = this.#queue.then(() => this.#run(program, timeoutMs));
+    this.#queue = turn.catch(() => {});
+    return turn;
+  }
+
+  async #run(program, timeoutMs) {
     // null once the frame holds Pyodide's files; else what went wrong.
     const failure = await this.#frame.ready().then(() => this.#files, (error) => error.message);
     if (failure) return { json: null, error: failure, timedOut: false };
