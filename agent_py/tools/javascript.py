@@ -39,7 +39,9 @@ class JavascriptExecutor(CodeTool[JSRunner]):
         "Runs JavaScript (the body of an async function) in an isolated sandbox with no page, "
         "files or storage. 'return' a JSON-serialisable value (code without return or await "
         "gives the value of its last expression, as a console does); console.log output is "
-        "captured. Use it for calculations, data transformation and parsing."
+        "captured. Each call starts afresh (nothing one call defines exists in another): write "
+        "the whole computation in one call. Use it for calculations, data transformation and "
+        "parsing."
     )
     input_schema = code_input_schema("JavaScript function body; use return for the result")
     code_language = "JavaScript"

@@ -71,8 +71,9 @@ class PythonExecutor(CodeTool[PyRunner]):
     description = (
         "Runs Python 3 (standard library only) in an isolated sandbox with no network, files "
         "or storage. The value of the last line, if it is an expression, is the result "
-        "(print() output is captured too). Use it for calculations, dates, statistics, "
-        "parsing and text processing."
+        "(print() output is captured too). Each call starts afresh (nothing one call defines "
+        "exists in another): write the whole computation in one call. Use it for "
+        "calculations, dates, statistics, parsing and text processing."
     )
     input_schema = code_input_schema(
         "Python code; end with an expression (or print) for the result"
