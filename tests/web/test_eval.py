@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from agent_py import read_history_file
-from agent_py.evals.suite import Tier, load_tasks
+from agent_py.evals.suite import Split, Tier, load_suite, load_tasks
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -38,9 +38,11 @@ def run_eval(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_the_whole_suite_passes_with_a_model_that_does_every_task_right(
     vendored: Path, tmp_path: Path
 ) -> None:
-    done = run_eval(tmp_path, "--engine", "scripted", "--tier", "full", "--profile", "small")
+    done = run_eval(
+        tmp_path, "--engine", "scripted", "--split", "all", "--tier", "full", "--profile", "small"
+    )
 
-    tasks = load_tasks(tier=Tier.FULL)
+    tasks = load_suite("all", tier=Tier.FULL)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[-1] == f"{len(tasks)} passed, 0 failed"
@@ -48,6 +50,16 @@ def test_the_whole_suite_passes_with_a_model_that_does_every_task_right(
         assert any(line.startswith(f"PASS {task.id} ") for line in lines), task.id
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["tiers"]["small"]["passed"] == len(load_tasks(tier=Tier.SMALL))
+    # Each split is scored apart, with its wrong answers reported completed.
+    held_out = len(load_suite(Split.HELD_OUT))
+    assert summary["splits"]["held-out"] == {
+        "passed": held_out,
+        "tasks": held_out,
+        "errors": 0,
+        "wrong_completed": 0,
+        "median_seconds": summary["splits"]["held-out"]["median_seconds"],
+    }
+    assert any(line.startswith(f"score: held-out {held_out}/{held_out} (100%)") for line in lines)
     # Tasks that cannot be done ended failed, with the reason the run gave.
     assert summary["tasks"]["cannot-web"]["state"] == "failed"
     # (The small profile re-plans after a failure; the script's plan fails again.)

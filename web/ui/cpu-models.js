@@ -10,6 +10,8 @@ const MODEL_CACHE = "agent-py-gguf-v1";
 
 const modelUrl = (id) => new URL(`../models/${id}.gguf`, import.meta.url).href;
 const mb = (bytes) => `${Math.round(bytes / 1e6)} MB`;
+// The file the page serves: the model as it comes from PyPI, or as set-up rewrote it.
+const servedBytes = (model) => (model.engine_format ?? model.source).bytes;
 
 /** What this machine offers the CPU engine: cores, memory (GB, a browser's rounded hint) and
  * whether a WebGPU adapter exists (then WebLLM, not the CPU engine, runs the agent). */
@@ -71,7 +73,7 @@ export async function showCpuModels(list, field, chosen) {
       li.dataset.state = state;
       const title = document.createElement("strong");
       title.textContent = `${model.title} (${model.quantization})`;
-      const facts = [mb(model.bytes), model.licence, STATE_TEXT[state]];
+      const facts = [mb(servedBytes(model)), model.licence, STATE_TEXT[state]];
       if (model.id === best) facts.push(host.webgpu ? "recommended for this machine's CPU" : "recommended for this machine");
       if (model.id === chosen) facts.push("in use");
       const detail = document.createElement("span");
