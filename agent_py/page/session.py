@@ -214,14 +214,14 @@ class PageSession:
     def _ensure_agent(self) -> Agent:
         if self._agent is None:
             strategy = self._settings.agent_config().strategy
-            code = {
-                "timeout_s": self._settings.js_timeout_s,
-                "refuse_constant_text": strategy.refuse_constant_text,
-            }
+            timeout_s = self._settings.js_timeout_s
+            refuse = strategy.refuse_constant_text
             builtins: list[ToolBase] = [
                 LLMGenerator(),
-                JavascriptExecutor(BridgeJSRunner(self._bridge), **code),
-                PythonExecutor(self._python, **code),
+                JavascriptExecutor(
+                    BridgeJSRunner(self._bridge), timeout_s=timeout_s, refuse_constant_text=refuse
+                ),
+                PythonExecutor(self._python, timeout_s=timeout_s, refuse_constant_text=refuse),
             ]
             if strategy.decline:
                 builtins.append(Decline())
