@@ -65,6 +65,7 @@ class CodeTool(ToolBase, Generic[RunnerT]):
     # How the code's language is told to give its result, and the refusal of code that gave none.
     result_hint: ClassVar[str] = "return the result"
     nothing_message: ClassVar[str] = "the code returned nothing and printed nothing"
+    call_example: ClassVar[str] = "return %s(...);"
 
     def __init__(
         self,
@@ -98,6 +99,17 @@ class CodeTool(ToolBase, Generic[RunnerT]):
                 f"wrong: fix it and {self.result_hint}"
             )
         raise ToolError(f"{self.nothing_message}: {self.result_hint}")
+
+    def refuse_uncalled(self, signature: str | None) -> None:
+        """Raises ToolError when the code only defines ``signature`` and never calls it (a
+        code model's habit: the function is the answer to it, but running it gives nothing)."""
+        if signature is not None:
+            name = signature.split("(", 1)[0]
+            raise ToolError(
+                f"the code only defines {signature} and never calls it, so it gives nothing: "
+                f"call it with the task's values and {self.result_hint} (after the function: "
+                f"{self.call_example % name})"
+            )
 
     def refuse_constant_code(self, code: str) -> None:
         """Raises ToolError when ``code`` only gives back numbers written into it (or text,
@@ -152,9 +164,9 @@ def _js_block_end(code: str, start: int) -> int | None:
     return None
 
 
-def javascript_lone_function(code: str) -> str | None:
-    """The name of the function to call when ``code`` is only function declarations (and
-    comments), the last of which takes no parameter; else None."""
+def _javascript_last_declared(code: str) -> tuple[str, str] | None:
+    """The name and parameter list of the last function when ``code`` is only function
+    declarations (and comments); else None."""
     at, last = 0, None
     while True:
         skipped = _JS_SKIPPED.match(code, at)
@@ -170,12 +182,26 @@ def javascript_lone_function(code: str) -> str | None:
         if end is None:
             return None
         at = end
-        last = declared.group(1) if not declared.group(2).strip() else None
+        last = (declared.group(1), declared.group(2).strip())
 
 
-def python_lone_function(code: str) -> str | None:
-    """The name of the function to call when ``code`` is only imports and function definitions
-    (and a docstring), the last of which takes no required argument; else None."""
+def javascript_lone_function(code: str) -> str | None:
+    """The name of the function to call when ``code`` is only function declarations (and
+    comments), the last of which takes no parameter; else None."""
+    last = _javascript_last_declared(code)
+    return last[0] if last is not None and not last[1] else None
+
+
+def javascript_uncalled_function(code: str) -> str | None:
+    """``name(parameters)`` when ``code`` is only function declarations, the last of which
+    takes parameters: nothing calls it, and nothing here knows its arguments; else None."""
+    last = _javascript_last_declared(code)
+    return f"{last[0]}({last[1]})" if last is not None and last[1] else None
+
+
+def _python_last_defined(code: str) -> tuple[str, list[str]] | None:
+    """The name and required parameters of the last function when ``code`` is only imports
+    and function definitions (and a docstring), the last one not async; else None."""
     import ast
 
     try:
@@ -192,9 +218,28 @@ def python_lone_function(code: str) -> str | None:
     ):
         return None
     last = functions[-1]
-    arguments = last.args
-    required = len(arguments.posonlyargs) + len(arguments.args) - len(arguments.defaults)
-    kw_required = sum(default is None for default in arguments.kw_defaults)
-    if required or kw_required or isinstance(last, ast.AsyncFunctionDef):
+    if isinstance(last, ast.AsyncFunctionDef):
         return None
-    return last.name
+    arguments = last.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    required = positional[: len(positional) - len(arguments.defaults)]
+    keyword = [
+        arg
+        for arg, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+        if default is None
+    ]
+    return last.name, [arg.arg for arg in [*required, *keyword]]
+
+
+def python_lone_function(code: str) -> str | None:
+    """The name of the function to call when ``code`` is only imports and function definitions
+    (and a docstring), the last of which takes no required argument; else None."""
+    last = _python_last_defined(code)
+    return last[0] if last is not None and not last[1] else None
+
+
+def python_uncalled_function(code: str) -> str | None:
+    """``name(parameters)`` when ``code`` is only imports and function definitions, the last
+    of which needs arguments: nothing calls it; else None."""
+    last = _python_last_defined(code)
+    return f"{last[0]}({', '.join(last[1])})" if last is not None and last[1] else None

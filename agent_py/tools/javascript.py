@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent_py.tools.base import ToolContext, ToolError, ToolResult
-from agent_py.tools.code import CodeTool, code_input_schema, javascript_lone_function
+from agent_py.tools.code import (
+    CodeTool,
+    code_input_schema,
+    javascript_lone_function,
+    javascript_uncalled_function,
+)
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_OUTPUT_LIMIT = 20_000
@@ -64,6 +69,7 @@ class JavascriptExecutor(CodeTool[JSRunner]):
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         code = str(arguments["code"])
         self.refuse_constant_code(code)
+        self.refuse_uncalled(javascript_uncalled_function(code))
         lone = javascript_lone_function(code)
         if lone is not None:  # a function written and never called: it is the entry point
             code = f"{code}\nreturn await {lone}();"

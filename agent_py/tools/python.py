@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent_py.tools.base import ToolContext, ToolError, ToolResult
-from agent_py.tools.code import CodeTool, code_input_schema, python_lone_function
+from agent_py.tools.code import (
+    CodeTool,
+    code_input_schema,
+    python_lone_function,
+    python_uncalled_function,
+)
 from agent_py.tools.python_driver import source
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -81,6 +86,7 @@ class PythonExecutor(CodeTool[PyRunner]):
     code_language = "Python"
     result_hint = "end it with the result's expression, or print it"
     nothing_message = "the code gave no value and printed nothing"
+    call_example = "%s(...) as the last line"
     start_margin_s = 30.0  # the page's sandbox loads Pyodide at a run's first call
 
     def __init__(
@@ -101,6 +107,7 @@ class PythonExecutor(CodeTool[PyRunner]):
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         code = str(arguments["code"])
         self.refuse_constant_code(code)
+        self.refuse_uncalled(python_uncalled_function(code))
         lone = python_lone_function(code)
         if lone is not None:  # a function written and never called: it is the entry point
             code = f"{code}\n{lone}()"

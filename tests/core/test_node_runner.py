@@ -234,3 +234,46 @@ def test_only_a_lone_function_without_parameters_is_called(code: str) -> None:
     from agent_py.tools.code import javascript_lone_function
 
     assert javascript_lone_function(code) is None
+
+
+@pytest.mark.parametrize(
+    ("code", "signature"),
+    [
+        ("function add(a, b) { return a + b; }", "add(a, b)"),
+        (
+            "// sum\nfunction half(x) { return x / 2; }\nfunction sum(list) {\n  return 1;\n}",
+            "sum(list)",
+        ),
+    ],
+)
+async def test_code_that_only_declares_a_function_needing_arguments_fails_saying_so(
+    code: str, signature: str
+) -> None:
+    """Nothing calls such a function and nothing here knows its arguments: the step fails
+    with what to write instead, before anything runs."""
+    from agent_py.tools.base import ToolContext, ToolError
+    from agent_py.tools.code import javascript_uncalled_function
+
+    assert javascript_uncalled_function(code) == signature
+    runner = CountingRunner()
+    tool = JavascriptExecutor(runner, timeout_s=5)
+    with pytest.raises(ToolError, match="never calls it") as failure:
+        await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    name = signature.split("(")[0]
+    assert f"only defines {signature}" in str(failure.value)
+    assert f"return {name}(...);" in str(failure.value)
+    assert runner.calls == 0
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "function f() { return 1; }",  # no parameter: it is called
+        "function f(x) { return x; }\nreturn f(2);",  # called
+        "const f = (x) => x;",
+    ],
+)
+def test_a_called_or_parameterless_function_is_not_refused_as_uncalled(code: str) -> None:
+    from agent_py.tools.code import javascript_uncalled_function
+
+    assert javascript_uncalled_function(code) is None

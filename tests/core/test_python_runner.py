@@ -195,3 +195,15 @@ def test_only_a_lone_function_without_required_arguments_is_called(code: str) ->
     from agent_py.tools.code import python_lone_function
 
     assert python_lone_function(code) is None
+
+
+async def test_code_that_only_defines_a_function_needing_arguments_fails_saying_so() -> None:
+    """Nothing calls it and nothing here knows its arguments: the step says what to write."""
+    from agent_py.tools.code import python_uncalled_function
+
+    code = "import math\n\ndef area(radius, *, unit):\n    return math.pi * radius ** 2\n"
+    assert python_uncalled_function(code) == "area(radius, unit)"
+    with pytest.raises(ToolError, match=r"only defines area\(radius, unit\) and never calls it"):
+        await run_tool(code)
+    assert python_uncalled_function("def f(x=1):\n    return x") is None
+    assert python_uncalled_function("def f(x):\n    return x\nprint(f(2))") is None
