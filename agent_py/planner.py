@@ -191,16 +191,11 @@ class PlanAndRethink:
             succeeded = all(o.ok for o in last)
             if not succeeded and self.strategy.replan_after_failure and not retried:
                 retried = True
-                failed = [o for o in last if not o.ok]
-                async with self.model.unit(ModelRole.PLANNER):
-                    retry = await self._retry_plan(conversation, describe_failures(failed))
-                if retry is not None:
-                    run.replans += 1
-                    if run.replans > self.max_replans:
-                        raise RunFailure(f"stopped after {self.max_replans} re-plans")
-                    retry = self._adopt(retry, run, conversation, memory, question)
-                    self._reflected("a step failed: planned again", RethinkStatus.CHANGED, retry)
-                    pending = list(retry.tasks)
+                corrected = await self._corrected(
+                    conversation, last, run, memory, question, "a step failed: planned again"
+                )
+                if corrected is not None:
+                    pending = corrected
                     continue
             if (succeeded and self.strategy.skip_rethink_on_success) or (
                 not succeeded and not self.strategy.rethink_after_failure
@@ -229,6 +224,26 @@ class PlanAndRethink:
             if not decision.unreadable:
                 text = decision.final or decision.status.value
                 self._reflected(text, decision.status, adopted, task=task.task_id)
+            if (
+                decision.status is RethinkStatus.CONTINUE
+                and not pending
+                and not succeeded
+                and not retried
+            ):
+                # "continue" with no step left after a failure leaves the task undone: ask
+                # once for a corrected plan that shows the errors, as the small profiles do.
+                retried = True
+                corrected = await self._corrected(
+                    conversation,
+                    last,
+                    run,
+                    memory,
+                    question,
+                    "a step failed and none is left: planned again",
+                )
+                if corrected is not None:
+                    pending = corrected
+                    continue
             if decision.status is RethinkStatus.FAILED:
                 raise RunFailure(f"the task cannot be done: {decision.final}")
             if decision.status is RethinkStatus.DONE:
@@ -353,6 +368,29 @@ class PlanAndRethink:
         )
         by_id = {o.step.step_id: o for o in redone}
         return [by_id.get(o.step.step_id, o) for o in outcomes]
+
+    async def _corrected(
+        self,
+        conversation: list[Message],
+        last: list[StepOutcome],
+        run: PlanRun,
+        memory: CallMemory,
+        question: str,
+        why: str,
+    ) -> list[TaskSchema] | None:
+        """The tasks of one corrected plan after ``last``'s failed steps, adopted into the
+        run; None when the reply is unusable (the run goes on as it was)."""
+        failed = [o for o in last if not o.ok]
+        async with self.model.unit(ModelRole.PLANNER):
+            retry = await self._retry_plan(conversation, describe_failures(failed))
+        if retry is None:
+            return None
+        run.replans += 1
+        if run.replans > self.max_replans:
+            raise RunFailure(f"stopped after {self.max_replans} re-plans")
+        retry = self._adopt(retry, run, conversation, memory, question)
+        self._reflected(why, RethinkStatus.CHANGED, retry)
+        return list(retry.tasks)
 
     async def _retry_plan(self, conversation: list[Message], failures: str) -> PlanSchema | None:
         """One corrected plan after ``failures``, or None when the reply is unusable."""

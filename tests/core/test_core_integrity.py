@@ -455,10 +455,37 @@ async def test_a_step_that_refers_to_a_failed_step_is_skipped() -> None:
 
     result = await agent.task("echo a failure")
 
-    assert len(echo.calls) == 1
+    # s2 never ran, in the plan or in the corrected plan (the same plan, replayed).
+    assert echo.calls == [{"text": "fail", "times": 1}] * 2
     assert result.steps[1].ok is False
     assert result.steps[1].output == "skipped: depends on s1, which failed"
     assert result.state is AgentState.FAILED
+
+
+async def test_continue_with_no_step_left_after_a_failure_asks_for_a_corrected_plan() -> None:
+    """A rethink that says "continue" when a step failed and none is left would end the run
+    with the task undone: one corrected plan is asked for, showing the error."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": [
+                plan_reply([step("s1", "echo", {"text": "fail", "times": 1})]),
+                plan_reply([step("s2", "echo", {"text": "fixed", "times": 1})]),
+            ],
+            "rethink": [CONTINUE, "<status>done</status><final>fixed</final>"],
+        }
+    )
+    echo = EchoTool()
+    agent, _ = make_agent(llm, echo)
+
+    result = await agent.task("echo something")
+
+    assert [call["text"] for call in echo.calls] == ["fail", "fixed"]
+    plans = [messages for messages, call in llm.calls if call.purpose is CallPurpose.PLAN]
+    retry = plans[1][-1]["content"]
+    assert "asked to fail" in retry, retry
+    assert result.state is AgentState.COMPLETED, result.error
+    assert result.answer == "fixed"
+    assert result.stats.replans == 1
 
 
 async def test_an_engine_bug_during_a_rethink_fails_the_run_with_the_reason() -> None:
