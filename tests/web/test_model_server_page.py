@@ -74,7 +74,7 @@ def test_a_task_runs_on_the_server_reached_directly(
     open_app(page, page_url("index.html"), model_server_settings(server.base_url))
     engine = page.evaluate("window.agentApp.engine")
     assert engine["name"] == "openai" and server.base_url in engine["label"]
-    assert page.evaluate("window.agentApp.settingsInfo().profile.name") == "small"
+    assert page.evaluate("window.agentApp.settingsInfo().profile.name") == "tiny"
     page.wait_for_function("window.agentApp.prepared !== undefined", timeout=GUARD_MS)
     assert page.evaluate("window.agentApp.prepared.server_models") == [MODEL]
     assert page.locator("#openai-models option").get_attribute("value") == MODEL
@@ -230,7 +230,7 @@ def test_a_server_that_ignores_the_reply_format_meets_the_repair(page: Any, page
         open_app(
             page,
             page_url("index.html"),
-            model_server_settings(base_url, openai_model=FAKE_MODEL, profile="small"),
+            model_server_settings(base_url, openai_model=FAKE_MODEL, profile="tiny"),
         )
         run(page, SIX_TIMES_SEVEN)
         outcome = result(page)
