@@ -3,11 +3,11 @@
 (scripts/cpu_engine/kernel_check.sh): every Q4_1 kernel (one row; two by two; four rows times one,
 two, four or eight columns) and the four-row Q5_0 kernel give exactly the floats of the order
 patch_llama.py states, written out in plain C, and the four-row Q8_0 kernel those of ggml's own
-one-row kernel, for even and odd column and row counts, on one thread and two; all agree with the dequantized weights' product;
-soft_max and silu, through our four-lane exp, agree with exp in double, and flash attention over
-an F32 cache with attention in double; and the relaxed SIMD libraries give the SIMD128
-libraries' floats bit for bit with either form of their dot product (the engine picks the faster
-for the CPU), so both builds answer alike on every CPU."""
+one-row kernel, for even and odd column and row counts, on one thread and two; all agree with
+the dequantized weights' product; soft_max and silu, through our four-lane exp, agree with exp
+in double, and flash attention over an F32 cache with attention in double; and the relaxed SIMD
+libraries give the SIMD128 libraries' floats bit for bit with either form of their dot product
+(the engine picks the faster for the CPU), so both builds answer alike on every CPU."""
 
 from __future__ import annotations
 
