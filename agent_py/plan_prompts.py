@@ -154,15 +154,16 @@ def matching_tools(registry: ToolRegistry, text: str) -> list[str]:
     a hint next to the task for a small model, which otherwise takes the first tool of a
     server whatever it does (``atlas__add`` for a capital city)."""
     tools = list(registry)
-    names = {tool.name: _name_stems(tool.name) for tool in tools}
+    names = {tool.name: _short_stems(tool.name) for tool in tools}
     frequency = Counter(word for words in names.values() for word in words)
     shared = {word for word, n in frequency.items() if n > 1}
-    asked = {word.removesuffix("s") for word in re.findall(r"[a-z0-9]{3,}", text.lower())}
+    asked = _short_stems(text)
     return [tool.name for tool in tools if asked & (names[tool.name] - shared)]
 
 
-def _name_stems(name: str) -> set[str]:
-    return {word.removesuffix("s") for word in re.findall(r"[a-z0-9]{3,}", name.lower())}
+def _short_stems(text: str) -> set[str]:
+    """Words of 3 letters or more, a plural ``s`` dropped: tool names are short (``add``)."""
+    return {word.removesuffix("s") for word in re.findall(r"[a-z0-9]{3,}", text.lower())}
 
 
 _COMMON_WORDS = (
