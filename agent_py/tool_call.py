@@ -32,6 +32,16 @@ from agent_py.tools.base import (
 from agent_py.tools.schema import validate_arguments
 
 _FENCED = re.compile(r"```[\w+-]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
+# A statement of code where a value belongs: `return capital('Freedonia');`, `const x = …`.
+_CODE_STATEMENT = re.compile(
+    r"\s*(?:(?:return|const|let|var|def|import)\s|function\b|print\().*|.*\)\s*;\s*", re.DOTALL
+)
+
+
+def looks_like_code(text: str) -> bool:
+    """Whether ``text`` is a statement of code (a small model writes the input of a tool that
+    takes a plain value, a country's name, as the JavaScript that would call the tool)."""
+    return bool(_CODE_STATEMENT.fullmatch(text))
 
 
 def fenced_block(reply: str) -> str:
@@ -123,6 +133,10 @@ class ToolCall:
             main = main_input_property(self.tool.input_schema)
             if main is None:
                 return None, f"{self.tool.name} needs more than one input value"
+            if self.tool.code_language is None and looks_like_code(planned_input):
+                return None, (
+                    f"the plan gave code as the {main} of {self.tool.name}, which takes a value"
+                )
             planned = {main: planned_input}
         if planned is None:
             return None, "the plan gave no arguments"
@@ -142,6 +156,15 @@ class ToolCall:
         if brief.planned_arguments is not None:
             planned = json.dumps(brief.planned_arguments, ensure_ascii=False)
             hint = f"The plan proposed {planned}, but: {why_not_literal}\n"
+        elif (
+            brief.planned_input
+            and self.tool.code_language is None
+            and looks_like_code(brief.planned_input)
+        ):
+            hint = (
+                f"The plan gave code as the input: {brief.planned_input}\n"
+                f"{self.tool.name} takes the values themselves, not code.\n"
+            )
         elif brief.planned_input:
             hint = f"The plan says the input is: {brief.planned_input}\n"
         messages: list[Message] = [{"role": "system", "content": render("arguments_system")}]

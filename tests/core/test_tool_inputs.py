@@ -1,0 +1,211 @@
+"""What a step hands a remote tool: code written where a value belongs goes to the arguments
+call instead, and (small profile) a call whose values come from nowhere fails its step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support import make_agent, of_type, plan_reply
+
+from agent_py import AgentConfig, AgentState, EventType, ScriptedLLM, ToolBase
+from agent_py.answer_checks import arguments_from_nowhere
+from agent_py.llm import CallInfo, Message
+from agent_py.profiles import FULL, SMALL
+from agent_py.tool_call import looks_like_code
+from agent_py.tools.base import ToolContext, ToolResult
+
+SMALL_CONFIG = AgentConfig(
+    plan_shape=SMALL.plan_shape, strategy=SMALL.strategy, budgets=SMALL.budgets
+)
+
+
+class Capital(ToolBase):
+    name = "atlas__capital"
+    description = "The capital city of a country in the atlas."
+    input_schema = {
+        "type": "object",
+        "properties": {"country": {"type": "string"}},
+        "required": ["country"],
+    }
+    remote = True
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        self.calls.append(arguments)
+        return ToolResult({"Freedonia": "Fredville"}.get(arguments["country"], "no such country"))
+
+
+class Add(ToolBase):
+    name = "atlas__add"
+    description = "Add two numbers."
+    input_schema = {
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"],
+    }
+    remote = True
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        self.calls.append(arguments)
+        return ToolResult(str(float(arguments["a"] + arguments["b"])))
+
+
+def inline(step_id: str, tool: str, text: str, goal: str = "") -> dict[str, Any]:
+    goal = goal or f"do {step_id}"
+    return {"step_id": step_id, "step_goal": goal, "tool_name": tool, "input": text}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "return atlas__capital('Freedonia');",
+        "return 'zubrowka'.toUpperCase();",
+        "const name = 'Freedonia'",
+        "capital('Freedonia');",
+        "function f() { return 1 }",
+    ],
+)
+def test_statements_of_code_are_recognised(text: str) -> None:
+    assert looks_like_code(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["Freedonia", "New South Wales", "Return the book (the red one)", "a; b"]
+)
+def test_plain_values_are_not_code(text: str) -> None:
+    assert not looks_like_code(text)
+
+
+async def test_code_given_as_a_value_goes_to_the_arguments_call_instead() -> None:
+    seen: list[str] = []
+
+    def arguments(messages: list[Message], call: CallInfo) -> str:
+        seen.append(messages[-1]["content"])
+        return '{"country": "Freedonia"}'
+
+    plan = plan_reply([inline("s1", "atlas__capital", "return atlas__capital('Freedonia');")])
+    llm = ScriptedLLM.replaying({"plan": plan, "arguments": arguments})
+    capital = Capital()
+    agent, sink = make_agent(llm, capital, config=SMALL_CONFIG)
+
+    result = await agent.task("What's the capital of Freedonia?")
+
+    assert result.state is AgentState.COMPLETED
+    assert result.answer == "Fredville"
+    assert capital.calls == [{"country": "Freedonia"}]  # never the code itself
+    thinking = of_type(sink.events, EventType.STEP_THINKING)[0].content
+    assert thinking == "the plan gave code as the country of atlas__capital, which takes a value"
+    assert "The plan gave code as the input: return atlas__capital('Freedonia');" in seen[0]
+    assert "atlas__capital takes the values themselves, not code." in seen[0]
+
+
+async def test_a_plain_value_is_used_as_it_is() -> None:
+    llm = ScriptedLLM.replaying({"plan": plan_reply([inline("s1", "atlas__capital", "Freedonia")])})
+    agent, _ = make_agent(llm, Capital(), config=SMALL_CONFIG)
+
+    result = await agent.task("What's the capital of Freedonia?")
+
+    assert result.answer == "Fredville"
+    assert result.stats.model_calls == {"plan": 1}
+
+
+def test_values_from_the_task_or_a_result_are_grounded() -> None:
+    task = "Book me a table for two at 8 tonight."
+    assert arguments_from_nowhere({"a": 1, "b": 1}, [task]) == ["1", "1"]
+    assert arguments_from_nowhere({"a": 0, "b": 0}, ["Delete Zubrowka."]) == ["0", "0"]
+    assert arguments_from_nowhere({"a": 2, "b": 1}, [task]) == []  # "two"
+    assert arguments_from_nowhere({"a": 8.0, "b": 5}, [task]) == []
+    assert arguments_from_nowhere({"a": 3, "b": 3600}, ["How many seconds in 3 hours?"]) == []
+    assert arguments_from_nowhere({"a": 42, "b": 8}, ["Add 8 to that.", "result: 42"]) == []
+    assert arguments_from_nowhere({"country": "freedonia"}, ["Capital of Freedonia?"]) == []
+    assert arguments_from_nowhere({"country": "Genovia"}, ["Capital of Freedonia?"]) == [
+        "'Genovia'"
+    ]
+    assert arguments_from_nowhere({"n": "12"}, ["Twelve eggs"]) == []
+    assert arguments_from_nowhere({}, ["anything"]) == []  # nothing to check
+    assert arguments_from_nowhere({"flag": True}, ["anything"]) == []
+
+
+async def test_a_remote_call_with_invented_values_fails_and_is_planned_again() -> None:
+    plans = iter(
+        [
+            plan_reply([inline("s1", "atlas__add", "return 1;", goal="Select a table")]),
+            plan_reply([inline("s2", "decline", "no tool here books tables")]),
+        ]
+    )
+    llm = ScriptedLLM.replaying(
+        {"plan": lambda messages, call: next(plans), "arguments": '{"a": 1, "b": 1}'}
+    )
+    add = Add()
+    agent, sink = make_agent(llm, add, config=SMALL_CONFIG)
+
+    result = await agent.task("Book me a table for two at an Italian restaurant tonight at 8.")
+
+    assert result.state is AgentState.FAILED
+    assert add.calls == []  # the invented call never reached the server
+    failed = of_type(sink.events, EventType.STEP_FAILED)[0].content
+    assert failed == (
+        "atlas__add was not called: its values (1, 1) come from neither the task nor an "
+        "earlier result, so atlas__add does not fit 'Select a table'; use a tool that does, "
+        "or decline the task"
+    )
+    assert result.error and "no tool here books tables" in result.error
+
+
+async def test_grounded_values_reach_the_tool_and_the_full_profile_never_checks() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([inline("s1", "atlas__add", "19 and 24")]),
+            "arguments": '{"a": 19, "b": 24}',
+        }
+    )
+    agent, _ = make_agent(llm, Add(), config=SMALL_CONFIG)
+    result = await agent.task("Add 19 and 24 with the atlas.")
+    assert result.state is AgentState.COMPLETED
+    assert result.answer == "43.0"
+
+    assert FULL.strategy.grounded_arguments is False
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([inline("s1", "atlas__add", "two numbers")]),
+            "arguments": '{"a": 1, "b": 1}',
+        }
+    )
+    off = SMALL_CONFIG.model_copy(
+        update={"strategy": SMALL.strategy.model_copy(update={"grounded_arguments": False})}
+    )
+    add = Add()
+    agent, _ = make_agent(llm, add, config=off)
+    result = await agent.task("Book me a table.")
+    assert add.calls == [{"a": 1, "b": 1}]  # without the switch the call runs
+
+
+async def test_a_follow_up_may_take_its_values_from_an_earlier_turn() -> None:
+    plans = iter(
+        [
+            plan_reply([inline("s1", "atlas__add", "19 and 24")]),
+            plan_reply([inline("s1", "atlas__add", "that result and 7")]),
+        ]
+    )
+    answers = iter(['{"a": 19, "b": 24}', '{"a": 43, "b": 100}'])
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": lambda messages, call: next(plans),
+            "arguments": lambda messages, call: next(answers),
+        }
+    )
+    add = Add()
+    agent, _ = make_agent(llm, add, config=SMALL_CONFIG)
+    await agent.task("Add 19 and 24 with the atlas.")
+
+    result = await agent.task("Now add a hundred to that.")
+
+    assert result.state is AgentState.COMPLETED
+    assert result.answer == "143.0"  # 43 comes from the earlier turn's answer
+    assert add.calls[-1] == {"a": 43, "b": 100}
