@@ -189,3 +189,57 @@ def data_left_out(question: str, calls: Iterable[Any]) -> list[str]:
     missing = [f"'{text}'" for text in quoted if text.casefold() not in folded]
     missing += [number for number in numbers if not _held(_value(number), values)]
     return missing
+
+
+# Numbers written as words, as a user writes small counts ("a table for two").
+_NUMBER_WORDS = {
+    "zero": 0.0, "one": 1.0, "two": 2.0, "three": 3.0, "four": 4.0, "five": 5.0, "six": 6.0,
+    "seven": 7.0, "eight": 8.0, "nine": 9.0, "ten": 10.0, "eleven": 11.0, "twelve": 12.0,
+}  # fmt: skip
+
+
+def _numbers_in(text: str) -> set[float]:
+    values = {_value(m.group()) for pattern in (_GROUPED, _PLAIN) for m in pattern.finditer(text)}
+    values |= {_NUMBER_WORDS[w] for w in _WORD.findall(text.casefold()) if w in _NUMBER_WORDS}
+    return values
+
+
+def _scalars(value: Any) -> Iterable[str | float]:
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, (int, float)):
+        yield float(value)
+    elif isinstance(value, str):
+        if value.strip():
+            yield value.strip()
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _scalars(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _scalars(item)
+
+
+def arguments_from_nowhere(arguments: dict[str, Any], sources: Iterable[str]) -> list[str]:
+    """The values of ``arguments`` when none of them stands in ``sources`` (the task, the
+    conversation, earlier results), else an empty list.
+
+    A value stands there when it is a number of the same value (digits or a word up to
+    twelve) or a text found there ignoring case. A model asked to fill in a tool that does
+    not fit its task invents the values (``add(a=0, b=0)`` to "delete Zubrowka"); a call that
+    fits takes at least one value from the task or from what the steps found."""
+    values = list(_scalars(arguments))
+    if not values:
+        return []
+    text = "\n".join(sources)
+    folded = text.casefold()
+    numbers = _numbers_in(text)
+    for value in values:
+        if isinstance(value, float):
+            grounded = value in numbers
+        else:
+            plain = _PLAIN.fullmatch(value) is not None
+            grounded = value.casefold() in folded or (plain and _value(value) in numbers)
+        if grounded:
+            return []
+    return [f"{value:g}" if isinstance(value, float) else repr(value) for value in values]

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_py.answer_checks import arguments_from_nowhere
 from agent_py.budget import truncate_middle
 from agent_py.errors import AgentError, LLMError, PromptTooLargeError
 from agent_py.events import EventType
@@ -119,6 +120,7 @@ class StepExecutor:
         tool_timeout_s: float,
         examples: bool = False,
         fenced_code: bool = False,
+        grounded_arguments: bool = False,
     ) -> None:
         self.registry = registry
         self.model = model
@@ -126,6 +128,7 @@ class StepExecutor:
         self.tool_timeout_s = tool_timeout_s
         self.examples = examples
         self.fenced_code = fenced_code
+        self.grounded_arguments = grounded_arguments
 
     async def run(
         self,
@@ -228,6 +231,8 @@ class StepExecutor:
                         arguments = await call.think(brief, results, step_ids, why_not or "")
                 outcome.thought = True
             outcome.arguments = arguments
+            if self.grounded_arguments and tool.remote:
+                self._check_grounded(tool, step, arguments, question, earlier)
             repeated = memory.guarded.get(CallMemory.signature(tool.name, arguments))
             if repeated is not None:
                 raise ToolError(
@@ -242,6 +247,24 @@ class StepExecutor:
                 arguments=arguments,
             )
             outcome.result = await call.act(arguments)
+
+    @staticmethod
+    def _check_grounded(
+        tool: ToolBase,
+        step: StepSchema,
+        arguments: dict[str, Any],
+        question: str,
+        earlier: list[StepOutcome],
+    ) -> None:
+        """Fail the step when its call's values come from nowhere (``grounded_arguments``)."""
+        sources = [question, *(o.result.content for o in earlier if o.ok)]
+        invented = arguments_from_nowhere(arguments, sources)
+        if invented:
+            raise ToolError(
+                f"{tool.name} was not called: its values ({', '.join(invented)}) come from "
+                f"neither the task nor an earlier result, so {tool.name} does not fit "
+                f"'{step.step_goal}'; use a tool that does, or decline the task"
+            )
 
     def code_from_plan(self, outcome: StepOutcome) -> bool:
         """Whether the step's tool takes code and the code came from the plan's input (not

@@ -116,6 +116,7 @@ class PlanAndRethink:
             tool_timeout_s=tool_timeout_s,
             examples=self.strategy.examples,
             fenced_code=self.strategy.fenced_code,
+            grounded_arguments=self.strategy.grounded_arguments,
         )
         self._on_state = on_state
         self.plan_shape = plan_shape or PlanShape()

@@ -87,6 +87,15 @@ class Strategy(BaseModel):
     Bob!';``), as they always refuse code that only gives back numbers: it computes nothing,
     and it is how a model fakes a task it cannot do (an email "sent"). Off for tiny models,
     which write their texts as code."""
+    grounded_arguments: bool = False
+    """A remote (MCP) tool's call fails its step when none of its argument values comes from
+    the task, the conversation or an earlier result (``answer_checks.arguments_from_nowhere``):
+    a model that picked a tool that does not fit the task invents its values (``add(0, 0)``
+    to delete a record), and the invented call's result would be reported as done."""
+    caret_is_power: bool = False
+    """Code tools refuse ``^`` before a number (``1^2 + 2^2``): it is XOR in JavaScript and
+    Python, and a model that copies a user's "2^10" means a power. Off where a model writes
+    XOR on purpose."""
     decline: bool = False
     """The ``decline`` tool is offered: a plan that uses it ends the run failed with its
     reason, before anything runs (a task that needs the internet, live data, the user's
@@ -157,6 +166,8 @@ SMALL = TINY.model_copy(
         "strategy": TINY.strategy.model_copy(
             update={
                 "decline": True,
+                "grounded_arguments": True,
+                "caret_is_power": True,
                 "nearest_example": False,
                 "data_check": False,
                 "tool_hint": True,

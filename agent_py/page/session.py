@@ -215,13 +215,14 @@ class PageSession:
         if self._agent is None:
             strategy = self._settings.agent_config().strategy
             timeout_s = self._settings.js_timeout_s
-            refuse = strategy.refuse_constant_text
+            checks = {
+                "refuse_constant_text": strategy.refuse_constant_text,
+                "caret_is_power": strategy.caret_is_power,
+            }
             builtins: list[ToolBase] = [
                 LLMGenerator(),
-                JavascriptExecutor(
-                    BridgeJSRunner(self._bridge), timeout_s=timeout_s, refuse_constant_text=refuse
-                ),
-                PythonExecutor(self._python, timeout_s=timeout_s, refuse_constant_text=refuse),
+                JavascriptExecutor(BridgeJSRunner(self._bridge), timeout_s=timeout_s, **checks),
+                PythonExecutor(self._python, timeout_s=timeout_s, **checks),
             ]
             if strategy.decline:
                 builtins.append(Decline())

@@ -37,10 +37,15 @@ _CONSTANT_TEXT = re.compile(
     re.VERBOSE,
 )
 
+# `^` between a value and a number, outside strings: `1^2 + 2^2`, `x ^ 2`. Both languages read
+# it as bitwise XOR, but a model that copies a user's "2^10" means a power.
+_CARET_POWER = re.compile(r"(?:\b\d+(?:\.\d+)?|\b[A-Za-z_]\w*|\))\s*\^\s*\d+\b")
+
 # What code prints for a value it does not have: JavaScript's console shows undefined, and
-# null for NaN and null (through JSON); Python prints None and nan. Code that only prints
-# these computed nothing usable, and "null" must not pass for an answer.
-_NO_VALUE_PRINTS = frozenset({"", "null", "undefined", "NaN", "None", "nan"})
+# null for NaN and null (through JSON), and {} for a promise logged instead of awaited; Python
+# prints None and nan. Code that only prints these computed nothing usable, and "null" or "{}"
+# must not pass for an answer.
+_NO_VALUE_PRINTS = frozenset({"", "null", "undefined", "NaN", "None", "nan", "{}"})
 # How the sandboxes mark what code wrote with console.error, and errors thrown after it returned
 # (node_runner.py, web/sandbox.html).
 _ERROR_PREFIXES = ("[error] ", "[uncaught] ")
@@ -74,12 +79,14 @@ class CodeTool(ToolBase, Generic[RunnerT]):
         timeout_s: float,
         output_limit: int,
         refuse_constant_text: bool = False,
+        caret_is_power: bool = False,
     ) -> None:
         self.runner = runner
         self.run_timeout_s = timeout_s
         self.output_limit = output_limit
         self.timeout_s = timeout_s + self.start_margin_s
         self.refuse_constant_text = refuse_constant_text
+        self.caret_is_power = caret_is_power
 
     def refuse_no_value(self, value: Any, printed: Iterable[str]) -> None:
         """Raises ToolError when the code gave no value (null, undefined, NaN, None) and
@@ -99,6 +106,18 @@ class CodeTool(ToolBase, Generic[RunnerT]):
                 f"wrong: fix it and {self.result_hint}"
             )
         raise ToolError(f"{self.nothing_message}: {self.result_hint}")
+
+    def refuse_caret_power(self, code: str) -> None:
+        """With ``caret_is_power``: raises ToolError when ``code`` writes ``^`` before a number
+        (outside strings), which computes XOR where a power is meant."""
+        if not self.caret_is_power:
+            return
+        found = _CARET_POWER.search(re.sub(_STRING, "''", code))
+        if found is not None:
+            raise ToolError(
+                f"`{found.group()}` is bitwise XOR in {self.code_language}, not a power: "
+                "write a power with ** (2 ** 10)"
+            )
 
     def refuse_uncalled(self, signature: str | None) -> None:
         """Raises ToolError when the code only defines ``signature`` and never calls it (a

@@ -58,17 +58,20 @@ class JavascriptExecutor(CodeTool[JSRunner]):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         refuse_constant_text: bool = False,
+        caret_is_power: bool = False,
     ) -> None:
         super().__init__(
             runner,
             timeout_s=timeout_s,
             output_limit=output_limit,
             refuse_constant_text=refuse_constant_text,
+            caret_is_power=caret_is_power,
         )
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         code = str(arguments["code"])
         self.refuse_constant_code(code)
+        self.refuse_caret_power(code)
         self.refuse_uncalled(javascript_uncalled_function(code))
         lone = javascript_lone_function(code)
         if lone is not None:  # a function written and never called: it is the entry point

@@ -119,6 +119,7 @@ async def test_code_that_returns_and_prints_nothing_fails_its_step() -> None:
         ("console.log(undefined)", "undefined"),
         ("let n; console.log(n + 1); return null;", "null"),
         ("return 0 / 0;", ""),
+        ("console.log(new Promise(() => {})); return null;", "{}"),  # logged, not awaited
     ],
 )
 async def test_code_that_gives_no_value_fails_its_step_not_with_null(
@@ -277,3 +278,43 @@ def test_a_called_or_parameterless_function_is_not_refused_as_uncalled(code: str
     from agent_py.tools.code import javascript_uncalled_function
 
     assert javascript_uncalled_function(code) is None
+
+
+@pytest.mark.parametrize(
+    "code", ["return 1^2 + 2^2 + 3^2;", "const x = 7;\nreturn x ^ 2;", "return (a + 1)^3;"]
+)
+async def test_with_caret_is_power_a_caret_before_a_number_fails_naming_the_power(
+    code: str,
+) -> None:
+    from agent_py.tools.base import ToolContext, ToolError
+
+    counting = CountingRunner()
+    tool = JavascriptExecutor(counting, timeout_s=5, caret_is_power=True)
+    message = r"is bitwise XOR in JavaScript, not a power: write a power with \*\* \(2 \*\* 10\)"
+    with pytest.raises(ToolError, match=message):
+        await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert counting.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("code", "value"),
+    [
+        ("return 'x^2'.length;", 3),  # inside a string
+        ("return /^12$/.test('12') ? 1 : 0;", 1),  # a regular expression's anchor
+        ("return 2 ** 10;", 1024),
+    ],
+)
+async def test_a_caret_outside_arithmetic_runs(code: str, value: int) -> None:
+    from agent_py.tools.base import ToolContext
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5, caret_is_power=True)
+    result = await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert result.data == value
+
+
+async def test_without_caret_is_power_xor_runs_as_written() -> None:
+    from agent_py.tools.base import ToolContext
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
+    result = await tool.run({"code": "return 5 ^ 3;"}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert result.data == 6

@@ -207,3 +207,12 @@ async def test_code_that_only_defines_a_function_needing_arguments_fails_saying_
         await run_tool(code)
     assert python_uncalled_function("def f(x=1):\n    return x") is None
     assert python_uncalled_function("def f(x):\n    return x\nprint(f(2))") is None
+
+
+async def test_with_caret_is_power_python_refuses_a_caret_before_a_number() -> None:
+    tool = PythonExecutor(runner, timeout_s=10, caret_is_power=True)
+    ctx = ToolContext(model=None)  # type: ignore[arg-type]
+    with pytest.raises(ToolError, match=r"`2\^10` is bitwise XOR in Python, not a power"):
+        await tool.run({"code": "print(2^10)"}, ctx)
+    result = await tool.run({"code": "print(2 ** 10)"}, ctx)
+    assert result.content.strip().endswith("1024")
