@@ -142,6 +142,7 @@ class PlanAndRethink:
             render(
                 "followup_question",
                 earlier="\n".join(turn.text() for turn in earlier_turns),
+                last=earlier_turns[-1].outcome(),
                 question=question,
             )
             if earlier_turns

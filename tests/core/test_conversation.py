@@ -8,13 +8,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from support import default_tools, make_agent, plan_reply, step
+from support import EchoTool, default_tools, make_agent, plan_reply, step
 
 from agent_py import Agent, AgentConfig, AgentState, FileSink, ScriptedLLM, read_history_file
 from agent_py.agent import EARLIER_TURNS_SHARE
 from agent_py.budget import estimate_tokens, prompt_tokens
 from agent_py.conversation import TurnDigest, digests_from_events, turns_that_fit
 from agent_py.llm import CallInfo, CallPurpose, Message
+from agent_py.profiles import SMALL
 
 FIRST = "Use JavaScript to compute 6 times 7."
 FOLLOW_UP = "Add 8 to that result."
@@ -53,6 +54,36 @@ async def test_a_follow_up_uses_the_earlier_result() -> None:
     assert plans[1][-1]["content"] == f"Result: 42\n\nTask: {FOLLOW_UP}"
     ends = [e for e in sink.events if e.type == "turn_end"]
     assert [e.meta["digest"]["answer"] for e in ends] == ["42", "50"]
+    await agent.close()
+
+
+async def test_a_follow_ups_own_step_calls_are_told_the_last_result_first() -> None:
+    """A step's arguments call sees the task with the last turn's result named apart from the
+    earlier tasks (whose numbers a small model otherwise took: 6 + 8 for "add 8 to that")."""
+    seen: list[str] = []
+
+    def script(messages: list[Message], call: CallInfo) -> str:
+        if call.purpose is CallPurpose.PLAN:
+            follow_up = "Result: 42" in str(messages[-1]["content"])
+            tool, text = (
+                ("echo", "8 more") if follow_up else ("javascript_execute", "return 6 * 7;")
+            )
+            return plan_reply(
+                [{"step_id": "s1", "step_goal": "go", "tool_name": tool, "input": text}]
+            )
+        seen.append(str(messages[-1]["content"]))
+        return '{"text": "50", "times": 1}'
+
+    config = AgentConfig(plan_shape=SMALL.plan_shape, strategy=SMALL.strategy)
+    agent, _ = make_agent(ScriptedLLM(script), *default_tools(), EchoTool(), config=config)
+    await agent.task(FIRST)
+    second = await agent.task(FOLLOW_UP)
+
+    assert second.answer == "50"
+    assert (
+        f"{FOLLOW_UP}\n(The last result: 42\nEarlier in this conversation:\n"
+        f'"{FIRST}" → 42)' in seen[0]
+    )
     await agent.close()
 
 
