@@ -28,6 +28,7 @@ from agent_py.terminal import (
     EXIT_OK,
     EXIT_SETUP,
     SetupError,
+    WaitTimedOut,
     describe,
     run_in_browser,
 )
@@ -293,6 +294,9 @@ def run_eval(args: argparse.Namespace) -> int:
     except SetupError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_SETUP
+    except WaitTimedOut as exc:  # the page never started: no task could run
+        print(exc.message(args.timeout), file=sys.stderr)
+        return EXIT_FAILED
     print_summary(report, out)
     score = report.passed / len(tasks) if tasks else 0.0
     return EXIT_OK if score >= args.min_score else EXIT_FAILED

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -121,12 +122,36 @@ class HistoryWriter:
         self.file.close()
 
 
+NOTICE_AFTER_S = 5.0
+"""A wait that passes this long is said on ``notices``, then every ``NOTICE_EVERY_S``."""
+NOTICE_EVERY_S = 15.0
+STOP_GRACE_S = 30.0
+"""How long a run stopped at its deadline may take to end before it is given up."""
+
+
+class WaitTimedOut(Exception):
+    """The run's deadline (or, with ``guard_s``, a wait's own hang guard) passed while the
+    terminal waited for ``what`` (the page's start, an MCP server, the model's preparation)."""
+
+    def __init__(self, what: str, guard_s: float | None = None) -> None:
+        super().__init__(what)
+        self.what = what
+        self.guard_s = guard_s
+
+    def message(self, timeout_s: float) -> str:
+        """What the terminal says, ``timeout_s`` being the run's own limit."""
+        limit = timeout_s if self.guard_s is None else self.guard_s
+        return f"no answer within {limit:g} s: still waiting for {self.what}"
+
+
 class PageAgent:
     """The page in headless Chromium, driven from Python: ``python -m agent_py run`` and the
     real-task suite use it. Open it as a context manager; ``run()`` as often as needed.
 
     Events of the page arrive through ``on_event`` (which may be swapped between runs).
-    Raises :class:`SetupError` when something the page needs is missing.
+    Raises :class:`SetupError` when something the page needs is missing. With a
+    ``deadline`` (``time.monotonic()``), every wait of the start ends there with
+    :class:`WaitTimedOut`; a wait that lasts is said on ``notices`` ("waiting for …").
     """
 
     def __init__(
@@ -140,8 +165,12 @@ class PageAgent:
         browser_args: Sequence[str] = (),
         profile: Path | None = None,
         mcp_servers: list[dict[str, Any]] | None = None,
+        deadline: float | None = None,
+        notices: TextIO | None = None,
     ) -> None:
         self.engine_choice = engine
+        self.deadline = deadline
+        self.notices = notices
         self.profile = profile
         # Saved in the page's storage before it opens, as a user's saved servers are: they
         # connect at start, and the planner's prompt is prefilled once, with their tools.
@@ -210,9 +239,11 @@ class PageAgent:
                     f"localStorage.setItem('agent_py.mcp_servers', {servers})"
                 )
             self.page.goto(f"{base_url}index.html?engine={self.engine_choice}")
-            self.page.wait_for_function(
-                "['ready', 'failed'].includes(document.body.dataset.status)", timeout=180_000
-            )
+            what = "the page to start (Python and the model engine)"
+            if not self._wait(
+                "['ready', 'failed'].includes(document.body.dataset.status)", what, guard_s=180
+            ):
+                raise WaitTimedOut(what, guard_s=180)
             self.engine = self.page.evaluate("window.agentApp.engine") or {}
             if self.page.evaluate("document.body.dataset.status") == "ready":
                 self._wait_for_servers(self.mcp_servers or [])
@@ -291,13 +322,46 @@ class PageAgent:
     def page_error(self) -> str:
         return str(self.page.locator("#error").inner_text())
 
+    def _wait(self, expression: str, what: str, *, guard_s: float, polling: int = 100) -> bool:
+        """Wait until ``expression`` holds in the page: True, or False once ``guard_s`` (a
+        hang guard) passed; raises :class:`WaitTimedOut` at the run's deadline. A wait that
+        lasts is said on ``notices``: "waiting for WHAT (12 s)"."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+        started = time.monotonic()
+        notice_at = started + NOTICE_AFTER_S
+        while True:
+            now = time.monotonic()
+            if self.deadline is not None and now >= self.deadline:
+                raise WaitTimedOut(what)
+            ends = min(started + guard_s, self.deadline or math.inf)
+            if now >= started + guard_s:
+                return False
+            until = min(ends, notice_at) if self.notices is not None else ends
+            try:
+                self.page.wait_for_function(
+                    expression, timeout=max(1, int((until - now) * 1000)), polling=polling
+                )
+                return True
+            except PlaywrightTimeoutError:
+                if self.notices is not None and time.monotonic() >= notice_at:
+                    waited = time.monotonic() - started
+                    print(f"waiting for {what} ({waited:.0f} s)", file=self.notices, flush=True)
+                    notice_at += NOTICE_EVERY_S
+
     def _wait_for_servers(self, servers: list[dict[str, Any]], timeout_s: float = 60) -> None:
-        """Wait until each server is connected or has failed."""
+        """Wait until each server is connected or has failed; past ``timeout_s`` the run
+        goes on (the page shows the server as connecting)."""
         for server in servers:
-            self.page.locator(
+            found = (
                 f'#mcp-server-list li[data-server="{server["name"]}"]'
                 ':is([data-state="connected"], [data-state="error"])'
-            ).wait_for(timeout=int(timeout_s * 1000))
+            )
+            self._wait(
+                f"document.querySelector({json.dumps(found)}) !== null",
+                f"the MCP server {server['name']} to connect",
+                guard_s=timeout_s,
+            )
 
     def _wait_for_preparation(self, timeout_s: float = 900) -> None:
         """Wait for the boot's preparation of the model: the planner's prompt restored from
@@ -305,14 +369,13 @@ class PageAgent:
         would prefill that prompt itself, unsaved, and the next run would start cold (the
         page skips a preparation that a run has overtaken). Nobody types here, so the wait
         costs the task nothing; past ``timeout_s`` (a hang guard) the task goes anyway."""
-        from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
-
-        try:
-            self.page.wait_for_function(
-                "window.agentApp.prepared != null", timeout=int(timeout_s * 1000), polling=100
-            )
-        except PlaywrightTimeoutError:
-            return
+        label = str(self.engine.get("label") or "the model engine")
+        self._wait(
+            "window.agentApp.prepared != null",
+            f"the {label[:1].lower()}{label[1:]} to answer the planner's prompt "
+            "(the model's preparation)",
+            guard_s=timeout_s,
+        )
 
     def run(
         self,
@@ -343,10 +406,19 @@ class PageAgent:
             self.page.wait_for_function(finished, timeout=int(timeout_s * 1000), polling=250)
         except PlaywrightTimeoutError:
             self.page.evaluate("window.agentApp.stop()")
-            self.page.wait_for_function(finished, timeout=60_000, polling=250)
+            late = f"no answer within {timeout_s:g} s"
+            try:
+                self.page.wait_for_function(finished, timeout=int(STOP_GRACE_S * 1000), polling=250)
+            except PlaywrightTimeoutError:
+                return {
+                    "state": "failed",
+                    "error": f"{late}, and the run did not end within {STOP_GRACE_S:g} s "
+                    "of being stopped",
+                    "steps": [],
+                }
             result = self.page.evaluate("window.agentApp.lastResult")
             if result is not None:
-                result.update(state="failed", error=f"no answer within {timeout_s:g} s: stopped")
+                result.update(state="failed", error=f"{late}: stopped")
             return result  # type: ignore[no-any-return]
         return self.page.evaluate("window.agentApp.lastResult")  # type: ignore[no-any-return]
 
@@ -392,6 +464,7 @@ def run_in_browser(
     from playwright.sync_api import Error as PlaywrightError
 
     started = time.perf_counter()
+    deadline = time.monotonic() + timeout_s
     try:
         session = read_session(history) if continue_session else []
     except SetupError as exc:
@@ -399,14 +472,22 @@ def run_in_browser(
         return EXIT_SETUP
     writer = HistoryWriter(history, out, append=continue_session)
     try:
-        with PageAgent(engine=engine, settings=settings, on_event=writer, profile=profile) as agent:
+        with PageAgent(
+            engine=engine,
+            settings=settings,
+            on_event=writer,
+            profile=profile,
+            deadline=deadline,
+            notices=err,
+        ) as agent:
             if not agent.usable:
                 print(f"no model engine can run: {agent.why_unusable()}", file=err)
                 return EXIT_FAILED
             print(f"engine: {agent.engine['label']}", file=out, flush=True)
             if agent.engine.get("reason"):
                 print(f"note: {agent.engine['reason']}", file=out, flush=True)
-            result = agent.run(task, script=script, timeout_s=timeout_s, session=session)
+            left = max(deadline - time.monotonic(), 1.0)
+            result = agent.run(task, script=script, timeout_s=left, session=session)
             if result is None:
                 print(f"the run failed: {agent.page_error()}", file=err)
                 return EXIT_FAILED
@@ -422,6 +503,9 @@ def run_in_browser(
     except SetupError as exc:
         print(str(exc), file=err)
         return EXIT_SETUP
+    except WaitTimedOut as exc:
+        print(f"failed: {exc.message(timeout_s)}", file=err)
+        return EXIT_FAILED
     except PlaywrightError as exc:
         print(f"the browser failed: {exc}", file=err)
         return EXIT_FAILED

@@ -6,17 +6,21 @@ Without the server (scripts/setup_model_server.sh) these fail in CI and skip els
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.fake_model_server import CORS, CorsFakeModelServer, chunk, stream, threaded
 from tests.fake_model_server import MODEL as FAKE_MODEL
-from tests.fake_model_server import CorsFakeModelServer, stream, threaded
+from tests.mcp.scripted_server import Reply, Request, sse_reply
 from tests.model_server import MODEL, ServerProcess, llama_server, require_server
 from tests.web.extension_support import activity, launch_with_extension, set_lists
 
@@ -339,3 +343,58 @@ def test_the_servers_own_tokenizer_counts_the_prompt(server: ServerProcess) -> N
         counts, prompt_tokens = pool.submit(asyncio.run, measure()).result()
     assert counts is not None and all(n > 0 for n in counts), counts
     assert 3 * len(messages) <= prompt_tokens - sum(counts) <= 6 * len(messages) + 3
+
+
+class StallingServer(CorsFakeModelServer):
+    """Accepts every chat request, sends its headers and one empty chunk, then nothing."""
+
+    def __init__(self) -> None:
+        super().__init__(stream("unused"))
+        self.stalled = 0
+        self.never = asyncio.Event()  # never set: the reply stays open
+
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def __call__(self, request: Request) -> Reply:
+        if request.method == "POST" and request.path.endswith("/chat/completions"):
+            self.stalled += 1
+            self.loop = asyncio.get_running_loop()
+            return sse_reply(chunk(""), self.never, headers=dict(CORS))
+        return super().__call__(request)
+
+    def release(self) -> None:
+        """Let the held replies end (from another thread), so none outlives the server."""
+
+        async def release() -> None:
+            self.never.set()
+            await asyncio.sleep(0.2)  # the held replies finish
+
+        if self.loop is not None:
+            asyncio.run_coroutine_threadsafe(release(), self.loop).result(30)
+
+
+def test_a_server_that_stalls_ends_the_terminal_run_at_its_timeout(tmp_path: Path) -> None:
+    """The whole run is bounded by --timeout, the model's preparation included, and the
+    terminal says what it is waiting for while it waits, then exits 1 naming the server and
+    the phase."""
+    stalling = StallingServer()
+    timeout_s = 60
+    with threaded(stalling) as base_url:
+        started = time.monotonic()
+        stalled = terminal(
+            "--engine", "openai", "--base-url", base_url, "--model", FAKE_MODEL,
+            "--history", str(tmp_path / "run.jsonl"), "--timeout", str(timeout_s),
+            SIX_TIMES_SEVEN,
+        )  # fmt: skip
+        took = time.monotonic() - started
+        stalling.release()
+    assert stalled.returncode == 1, stalled.stderr
+    waiting = f"the model server at {base_url} to answer the planner's prompt"
+    assert (
+        f"failed: no answer within {timeout_s} s: still waiting for {waiting} "
+        "(the model's preparation)" in stalled.stderr
+    )
+    notices = re.findall(rf"^waiting for {re.escape(waiting)} .*\((\d+) s\)$", stalled.stderr, re.M)
+    assert notices and int(notices[0]) >= 5  # said while it waited, not only at the end
+    assert stalling.stalled >= 1  # the server did get the request, and held it
+    assert took < timeout_s + 40  # a hang guard: the browser's start and close on top
