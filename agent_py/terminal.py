@@ -369,11 +369,13 @@ class PageAgent:
         would prefill that prompt itself, unsaved, and the next run would start cold (the
         page skips a preparation that a run has overtaken). Nobody types here, so the wait
         costs the task nothing; past ``timeout_s`` (a hang guard) the task goes anyway."""
-        label = str(self.engine.get("label") or "the model engine")
+        label = str(self.engine.get("label") or "model engine")
+        first = label.split(" ", 1)[0]
+        if first[1:].islower():  # "Model server at …", but "CPU engine", "WebLLM"
+            label = label[:1].lower() + label[1:]
         self._wait(
             "window.agentApp.prepared != null",
-            f"the {label[:1].lower()}{label[1:]} to answer the planner's prompt "
-            "(the model's preparation)",
+            f"the {label} to answer the planner's prompt (the model's preparation)",
             guard_s=timeout_s,
         )
 
