@@ -204,22 +204,6 @@ def _numbers_in(text: str) -> set[float]:
     return values
 
 
-def _scalars(value: Any) -> Iterable[str | float]:
-    if isinstance(value, bool) or value is None:
-        return
-    if isinstance(value, (int, float)):
-        yield float(value)
-    elif isinstance(value, str):
-        if value.strip():
-            yield value.strip()
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _scalars(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _scalars(item)
-
-
 def arguments_from_nowhere(arguments: dict[str, Any], sources: Iterable[str]) -> list[str]:
     """The values of ``arguments`` when none of them stands in ``sources`` (the task, the
     conversation, earlier results), else an empty list.
@@ -228,18 +212,13 @@ def arguments_from_nowhere(arguments: dict[str, Any], sources: Iterable[str]) ->
     twelve) or a text found there ignoring case. A model asked to fill in a tool that does
     not fit its task invents the values (``add(a=0, b=0)`` to "delete Zubrowka"); a call that
     fits takes at least one value from the task or from what the steps found."""
-    values = list(_scalars(arguments))
-    if not values:
-        return []
+    values = [value.strip() for value in _strings(arguments) if value.strip()]
     text = "\n".join(sources)
     folded = text.casefold()
     numbers = _numbers_in(text)
+    plain = {value for value in values if _PLAIN.fullmatch(value)}  # numbers, by their value
     for value in values:
-        if isinstance(value, float):
-            grounded = value in numbers
-        else:
-            plain = _PLAIN.fullmatch(value) is not None
-            grounded = value.casefold() in folded or (plain and _value(value) in numbers)
+        grounded = (_value(value) in numbers) if value in plain else (value.casefold() in folded)
         if grounded:
             return []
-    return [f"{value:g}" if isinstance(value, float) else repr(value) for value in values]
+    return [value if value in plain else repr(value) for value in values]
