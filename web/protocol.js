@@ -83,6 +83,8 @@ export const ToUI = Object.freeze({
   // turn of the worker's loop (one message each cost more than the orchestration of a step)
   TOKEN: "token", // {purpose, step, text}: streamed model output
   ENGINE_NOTE: "engine-note", // {purpose, step, text}: the engine's remark on a call
+  WAITING: "waiting", // {what}: what the engine waits for ("the model server at … to answer …"),
+  // shown with its time in the model bar once it lasts; null: the wait is over
   RUN_FINISHED: "run-finished", // {result, counts, overhead}
   SANDBOX_RUN: "sandbox-run", // {id, code, timeoutMs, outputLimit}: answer with SANDBOX_RESULT
   PYTHON_RUN: "python-run", // {id, program, timeoutMs}: answer with PYTHON_RESULT
@@ -108,6 +110,7 @@ export const toUI = Object.freeze({
   events: (events) => ({ type: ToUI.EVENTS, events }),
   token: (purpose, step, text) => ({ type: ToUI.TOKEN, purpose, step, text }),
   engineNote: (purpose, step, text) => ({ type: ToUI.ENGINE_NOTE, purpose, step, text }),
+  waiting: (what) => ({ type: ToUI.WAITING, what }),
   // overhead (a finished run only): {step_ms: the orchestration time per step, outside the
   // engine, one sample per step; drains: runs of the event loop's ready queue, or null}.
   runFinished: (result, counts, overhead = null) => ({

@@ -53,6 +53,7 @@ const SHELL_FILES = [
   "ui/user-prompts.js",
   "ui/sessions.js",
   "ui/cpu-models.js",
+  "ui/waiting.js",
   "ui/sw-register.js",
   "worker/worker.js",
   "worker/python-boot.js",

@@ -27,17 +27,27 @@ as thinking and keeps out of answers.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from agent_py.llm import LLM, CallInfo, ChatReply, LLMError, Message, TokenCallback, Usage
-from agent_py.mcp.errors import MCPError
+from agent_py.llm import (
+    LLM,
+    CallInfo,
+    CallPurpose,
+    ChatReply,
+    LLMError,
+    Message,
+    TokenCallback,
+    Usage,
+)
+from agent_py.mcp.errors import MCPError, MCPTimeoutError
 from agent_py.mcp.sse import SSEDecoder
 from agent_py.mcp.transport import HTTPResponse, HTTPTransport
 
@@ -47,6 +57,21 @@ LIST_LIMIT = 256 * 1024
 """Bytes of a JSON answer to a GET (the model list, the server's properties)."""
 REFUSED_FORMAT = (400, 422)
 """Statuses with which servers refuse a request field they do not take."""
+DEFAULT_SILENCE_S = 300.0
+"""How long a server may send nothing in a reply before the call fails as stalled: a
+server sends nothing while it prefills, and a 4,000-token prompt on a slow CPU takes
+minutes."""
+ASK_TIMEOUT_S = 30.0
+"""The bound of a small JSON request (the model list, the server's properties, a count)."""
+PURPOSE_WHAT = {
+    CallPurpose.PLAN: "the request for a plan",
+    CallPurpose.ARGUMENTS: "the request for a step's arguments",
+    CallPurpose.GENERATE: "a step's request (llm_generator)",
+    CallPurpose.RETHINK: "the request to rethink the plan",
+    CallPurpose.ANSWER: "the request for the answer",
+}
+"""The call a silent server was answering, as its message names it."""
+PREPARATION_WHAT = "the planner's prompt (the model's preparation)"
 
 
 class ServerKind(StrEnum):
@@ -92,6 +117,13 @@ class ModelServerLLM(LLM):
     ``context_window``: the window to assume where the server does not say its own.
     ``keep_alive``: passed through to Ollama (how long it keeps the model loaded).
     ``on_note``: a line for the user about how the server is used (a refused format).
+    ``silence_s``: the longest the server may send nothing (before its reply's headers, or
+    between two of its chunks) before the call fails as stalled. A server prefilling a long
+    prompt on a slow machine sends nothing for a while, so this is generous, and the user's
+    to change (``openai_silence_s``).
+    ``on_wait``: told what the engine waits for when a request goes out (``"the model server
+    at … to answer …"``), and ``None`` once the reply's first chunk is in or the call ends,
+    so the page can show a silent server's wait.
     """
 
     def __init__(
@@ -102,16 +134,18 @@ class ModelServerLLM(LLM):
         api_key: str = "",
         output_format: OutputFormat = OutputFormat.AUTO,
         keep_alive: str = "",
-        connect_timeout_s: float = 600.0,
+        silence_s: float = DEFAULT_SILENCE_S,
         on_note: Callable[[str], None] = lambda text: None,
+        on_wait: Callable[[str | None], None] = lambda what: None,
     ) -> None:
         self._transport = transport
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
         self._format = output_format
         self._keep_alive = keep_alive
-        self._connect_timeout_s = connect_timeout_s
+        self._silence_s = silence_s
         self._on_note = on_note
+        self._on_wait = on_wait
         self._loaded: str | None = None
         self._response: HTTPResponse | None = None
         self._interrupted = False
@@ -167,15 +201,16 @@ class ModelServerLLM(LLM):
         if self._loaded != call.model:
             raise LLMError(f"the model {call.model!r} is not loaded (loaded: {self._loaded!r})")
         fmt = self._format_for(call)
+        what = PURPOSE_WHAT.get(call.purpose, "a request")
         try:
-            return await self._stream(messages, call, fmt, on_token)
+            return await self._stream(messages, call, fmt, on_token, what)
         except _FormatRefused as refused:
             self._format = OutputFormat.NONE
             self._on_note(
                 f"The model server refused the reply format ({fmt.value}: {refused.reason}); "
                 "its replies are checked and repaired instead."
             )
-            return await self._stream(messages, call, OutputFormat.NONE, on_token)
+            return await self._stream(messages, call, OutputFormat.NONE, on_token, what)
 
     async def count_tokens_exact(self, texts: list[str]) -> list[int] | None:
         """Counts by the server's tokenizer: llama.cpp's ``/tokenize``, llama-cpp-python's
@@ -202,7 +237,9 @@ class ModelServerLLM(LLM):
         """A one-token request with the prompt that later calls start with: llama.cpp's
         servers and Ollama keep the longest prefix they saw, so those calls compute only
         what follows it."""
-        reply = await self._stream(messages, _one_token(call), OutputFormat.NONE, None)
+        reply = await self._stream(
+            messages, _one_token(call), OutputFormat.NONE, None, PREPARATION_WHAT
+        )
         return reply.usage
 
     # What the server is.
@@ -259,12 +296,19 @@ class ModelServerLLM(LLM):
             method, payload = "POST", json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         try:
-            response = await self._transport.send(method, url, headers, payload, 30.0)
+            response = await self._transport.send(method, url, headers, payload, ASK_TIMEOUT_S)
+            answer, _ = await asyncio.wait_for(response.read(limit), ASK_TIMEOUT_S)
+        except TimeoutError:
+            if required:
+                raise LLMError(
+                    f"the model server at {self.base_url} did not finish answering {url} "
+                    f"within {ASK_TIMEOUT_S:g} s"
+                ) from None
+            return None
         except MCPError as error:
             if required:
                 raise LLMError(self._unreachable(error)) from None
             return None
-        answer, _ = await response.read(limit)
         if response.status != 200:
             if required:
                 raise LLMError(self._http_error(url, response.status, answer))
@@ -337,47 +381,83 @@ class ModelServerLLM(LLM):
         call: CallInfo,
         fmt: OutputFormat,
         on_token: TokenCallback | None,
+        what: str,
     ) -> ChatReply:
         url = f"{self.base_url}/chat/completions"
         payload = json.dumps(self._body(messages, call, fmt)).encode("utf-8")
         headers = {**self._headers(), "Content-Type": "application/json"}
         self._interrupted = False
         started = time.perf_counter()
+        self._on_wait(f"the model server at {self.base_url} to answer {what}")
         try:
-            response = await self._transport.send(
-                "POST", url, headers, payload, self._connect_timeout_s
-            )
-        except MCPError as error:
-            raise LLMError(self._unreachable(error)) from None
-        if response.status != 200:
-            body, _ = await response.read(64 * 1024)
-            if response.status in REFUSED_FORMAT and fmt is not OutputFormat.NONE:
-                reason = _error_text(body)
-                if _names_format(reason):
-                    raise _FormatRefused(reason)
-            raise LLMError(self._http_error(url, response.status, body))
-        reply = _ReplyBuilder(on_token)
-        decoder = SSEDecoder()
-        self._response = response
-        try:
-            async for chunk in response.chunks():
-                for event in decoder.feed(chunk):
-                    reply.take(event.data)
-                if reply.done:
-                    break
-            else:
-                for event in decoder.finish():
-                    reply.take(event.data)
-        except MCPError as error:
-            if not self._interrupted:
-                raise LLMError(
-                    f"the connection to the model server at {self.base_url} broke in the "
-                    f"middle of a reply ({error}); {len(reply.text)} characters had arrived"
-                ) from None
+            try:
+                response = await self._transport.send(
+                    "POST", url, headers, payload, self._silence_s
+                )
+            except MCPTimeoutError:
+                raise LLMError(self._silent(what, "its reply not begun")) from None
+            except MCPError as error:
+                raise LLMError(self._unreachable(error)) from None
+            if response.status != 200:
+                body, _ = await response.read(64 * 1024)
+                if response.status in REFUSED_FORMAT and fmt is not OutputFormat.NONE:
+                    reason = _error_text(body)
+                    if _names_format(reason):
+                        raise _FormatRefused(reason)
+                raise LLMError(self._http_error(url, response.status, body))
+            reply = _ReplyBuilder(on_token)
+            decoder = SSEDecoder()
+            self._response = response
+            try:
+                async for chunk in self._unless_silent(response.chunks(), what, reply):
+                    for event in decoder.feed(chunk):
+                        reply.take(event.data)
+                    if reply.done:
+                        break
+                else:
+                    for event in decoder.finish():
+                        reply.take(event.data)
+            except MCPError as error:
+                if not self._interrupted:
+                    raise LLMError(
+                        f"the connection to the model server at {self.base_url} broke in the "
+                        f"middle of a reply ({error}); {len(reply.text)} characters had arrived"
+                    ) from None
+            finally:
+                self._response = None
+                await response.aclose()
         finally:
-            self._response = None
-            await response.aclose()
+            self._on_wait(None)
         return reply.result(started, interrupted=self._interrupted)
+
+    async def _unless_silent(
+        self, chunks: AsyncIterator[bytes], what: str, reply: _ReplyBuilder
+    ) -> AsyncIterator[bytes]:
+        """``chunks``, failing the call when none comes for ``silence_s``."""
+        waiting = True
+        try:
+            while True:
+                try:
+                    chunk = await asyncio.wait_for(anext(chunks), self._silence_s)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    had = f"{len(reply.text)} characters in" if reply.text else "no text yet"
+                    raise LLMError(self._silent(what, had)) from None
+                if waiting and reply.text:
+                    waiting = False
+                    self._on_wait(None)  # the words are showing: nothing silent to show
+                yield chunk
+        finally:
+            await chunks.aclose()  # type: ignore[attr-defined]
+
+    def _silent(self, what: str, when: str) -> str:
+        return (
+            f"the model server at {self.base_url} sent nothing for {self._silence_s:g} s "
+            f"while answering {what} ({when}): it is stalled, or slower than that on this "
+            "machine. Raise the limit in Settings → Model server → Silence limit (in the "
+            "terminal: --settings '{\"openai_silence_s\": 900}')."
+        )
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json, text/event-stream"}

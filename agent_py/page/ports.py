@@ -61,6 +61,10 @@ class Bridge(Protocol):
     def engineNote(self, text: str) -> None:
         """A remark of an engine that runs in Python, for the live view."""
 
+    def engineWait(self, what: str | None) -> None:
+        """What an engine that runs in Python waits for (``"the model server at … to answer
+        …"``), shown with its time once it lasts; None when the wait is over."""
+
 
 class EngineCall(BaseModel):
     """What ``engineChat`` is given besides the messages (the engines in ``web/worker/engines/``

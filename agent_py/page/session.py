@@ -13,6 +13,7 @@ configured, so a page without servers starts without it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING
 
@@ -68,6 +69,7 @@ class PageSession:
         self._settings = PageSettings()
         self._agent: Agent | None = None
         self._builtin_names: list[str] = []
+        self._preparing: asyncio.Task[str] | None = None  # the model's preparation, under way
         self._python = BridgePyRunner(bridge)
         # mcpStatus is looked up when a server reports: it is needed only once one is configured.
         self.servers = PageServers(lambda status: bridge.mcpStatus(status), http=http, user=user)
@@ -160,8 +162,17 @@ class PageSession:
     async def prepare(self) -> str:
         """Load the model and prefill the planner's fixed prompt while the user types (see
         :meth:`Agent.prepare`). Returns ``{"prefilled": bool, "prompt_tokens": int}`` as
-        JSON; a failure raises, and the next run meets it again and reports it."""
-        usage = await self._agent_with_current_tools().prepare()
+        JSON, or ``{"prefilled": false, "stopped": true}`` when Stop ended it (:meth:`cancel`);
+        a failure raises, and the next run meets it again and reports it."""
+        self._preparing = asyncio.current_task()
+        try:
+            usage = await self._agent_with_current_tools().prepare()
+        except asyncio.CancelledError:
+            if self._preparing is not None:
+                self._preparing.uncancel()  # ours: the preparation ends, reported as stopped
+            return json.dumps({"prefilled": False, "stopped": True})
+        finally:
+            self._preparing = None
         return json.dumps(
             {
                 "prefilled": usage is not None,
@@ -202,6 +213,10 @@ class PageSession:
         return agent
 
     def cancel(self) -> None:
+        """Stop: the running task, and the model's preparation where one is under way (a
+        model server that stays silent holds it, and a run waits for it)."""
+        if self._preparing is not None:
+            self._preparing.cancel()
         if self._agent is not None:
             self._agent.cancel()
 
@@ -265,7 +280,9 @@ class PageSession:
             api_key=settings.openai_api_key,
             output_format=OutputFormat(settings.openai_format),
             keep_alive=settings.openai_keep_alive,
+            silence_s=settings.openai_silence_s,
             on_note=self._bridge.engineNote,
+            on_wait=self._bridge.engineWait,
         )
 
     def _emit(self, event: Event) -> None:

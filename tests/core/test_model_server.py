@@ -226,6 +226,70 @@ async def test_an_interrupt_ends_the_stream_with_what_had_arrived(serve) -> None
     assert (reply.text, reply.finish_reason) == ("partial", "interrupted")
 
 
+def silent_server(before_headers: bool, never: asyncio.Event) -> FakeModelServer:
+    """A server that goes silent on every chat request: before its reply's headers, or
+    after the headers and one chunk of text."""
+
+    async def held(request: Request) -> Reply:
+        await never.wait()
+        return stream("late")
+
+    if before_headers:
+        return FakeModelServer(held)
+    return FakeModelServer(sse_reply(chunk("par"), never))
+
+
+@pytest.mark.parametrize("before_headers", [True, False], ids=["before-headers", "mid-reply"])
+async def test_a_silent_server_fails_the_call_naming_the_server_and_the_call(
+    before_headers: bool,
+) -> None:
+    """Past ``silence_s`` with nothing from the server, the call ends with who was silent,
+    for how long, while answering what, and where to raise the limit; the page is told what
+    the engine waited for, and that the wait is over."""
+    never = asyncio.Event()
+    server = ScriptedServer(silent_server(before_headers, never))
+    await server.start()
+    waits: list[str | None] = []
+    base = server.url.removesuffix("/mcp") + "/v1"
+    llm = ModelServerLLM(HttpxTransport(), base, silence_s=1.0, on_wait=waits.append)
+    try:
+        await llm.reload(MODEL)
+        with pytest.raises(LLMError) as raised:
+            await asyncio.wait_for(llm.chat(MESSAGES, call(CallPurpose.PLAN)), 60)
+        message = str(raised.value)
+        assert (
+            f"the model server at {base} sent nothing for 1 s while answering the "
+            "request for a plan" in message
+        )
+        assert ("its reply not begun" if before_headers else "3 characters in") in message
+        assert "Settings → Model server → Silence limit" in message
+        assert "openai_silence_s" in message
+        assert waits == [f"the model server at {base} to answer the request for a plan", None]
+    finally:
+        never.set()
+        await server.stop()
+
+
+async def test_a_silent_server_fails_the_preparation_naming_it() -> None:
+    never = asyncio.Event()
+    fake = FakeModelServer(stream("unused"))
+
+    def held_chats(request: Request) -> Reply:  # the one-token request included
+        return sse_reply(never) if request.path.endswith("/chat/completions") else fake(request)
+
+    server = ScriptedServer(held_chats)
+    await server.start()
+    base = server.url.removesuffix("/mcp") + "/v1"
+    llm = ModelServerLLM(HttpxTransport(), base, silence_s=1.0)
+    try:
+        await llm.reload(MODEL)
+        with pytest.raises(LLMError, match=r"while answering the planner's prompt \(the model's"):
+            await asyncio.wait_for(llm.prefill(MESSAGES, call(CallPurpose.PLAN)), 60)
+    finally:
+        never.set()
+        await server.stop()
+
+
 async def test_a_server_that_ignores_the_format_meets_the_repair_path(serve) -> None:
     """The plan comes back as prose first (the format was ignored); the agent's one repair
     call gets JSON, and the run completes on the server's model."""
@@ -291,3 +355,10 @@ async def test_token_counts_come_from_the_servers_tokenizer_where_it_has_one(ser
     other = await serve(FakeModelServer(stream("x")))
     await other.reload(MODEL)
     assert await other.count_tokens_exact(["one two three"]) is None
+
+
+def test_the_pages_silence_limit_defaults_to_the_engines() -> None:
+    from agent_py.engines.model_server import DEFAULT_SILENCE_S
+    from agent_py.page.settings import PageSettings
+
+    assert PageSettings().openai_silence_s == DEFAULT_SILENCE_S

@@ -398,3 +398,87 @@ def test_a_server_that_stalls_ends_the_terminal_run_at_its_timeout(tmp_path: Pat
     assert notices and int(notices[0]) >= 5  # said while it waited, not only at the end
     assert stalling.stalled >= 1  # the server did get the request, and held it
     assert took < timeout_s + 40  # a hang guard: the browser's start and close on top
+
+
+def model_bar_shows(page: Any, line: str) -> None:
+    """Until the model bar's line starts with ``line``."""
+    page.wait_for_function(
+        "line => document.getElementById('progress-model-text').textContent.startsWith(line)",
+        arg=line,
+        timeout=GUARD_MS,
+    )
+
+
+def test_a_silent_server_shows_its_wait_in_the_model_bar_and_stop_ends_it(
+    page: Any, page_url: Any
+) -> None:
+    """A server that sends nothing holds the model's preparation, then a run's plan request:
+    the model bar says which wait, and for how long, and Stop ends either."""
+    stalling = StallingServer()
+    with threaded(stalling) as base_url:
+        try:
+            open_app(
+                page,
+                page_url("index.html"),
+                model_server_settings(base_url, openai_model=FAKE_MODEL),
+            )
+            server = f"the model server at {base_url}"
+            preparing = f"{server} to answer the planner's prompt (the model's preparation)"
+            model_bar_shows(page, f"Waiting for {preparing} (")
+            stop = page.get_by_role("button", name="Stop")
+            assert stop.is_enabled()  # no run yet: Stop ends the preparation
+            stop.click()
+            page.wait_for_function("window.agentApp.prepared !== undefined", timeout=GUARD_MS)
+            prepared = page.evaluate("window.agentApp.prepared")
+            assert (
+                not prepared["prefilled"] and "the preparation was stopped" in prepared["skipped"]
+            )
+            assert page.evaluate("document.body.dataset.status") == "ready"
+            assert stop.is_disabled()
+
+            run(page, SIX_TIMES_SEVEN)
+            planning = f"{server} to answer the request for a plan"
+            model_bar_shows(page, f"Waiting for {planning} (")
+            stop.click()
+            outcome = result(page)
+            assert outcome["state"] == "cancelled", outcome.get("error")
+            waits = page.evaluate("window.agentApp.waits()")
+            assert [wait["what"] for wait in waits] == [preparing, planning]
+            assert all(wait["shown"] for wait in waits)
+            assert stalling.stalled == 2  # each request reached the server, and was held
+        finally:
+            stalling.release()
+
+
+def test_a_silent_server_fails_the_preparation_and_the_run_at_the_silence_limit(
+    page: Any, page_url: Any
+) -> None:
+    """With the silence limit set (Settings), a server that sends nothing fails the model's
+    preparation and then the run's plan request, each naming the server, the limit and the
+    call it was answering; the run ends failed, not hung."""
+    stalling = StallingServer()
+    with threaded(stalling) as base_url:
+        try:
+            settings = model_server_settings(base_url, openai_model=FAKE_MODEL, openai_silence_s=2)
+            open_app(page, page_url("index.html"), settings)
+            page.wait_for_function("window.agentApp.prepared !== undefined", timeout=GUARD_MS)
+            error = page.evaluate("window.agentApp.prepared.error")
+            assert (
+                f"the model server at {base_url} sent nothing for 2 s while answering the "
+                "planner's prompt (the model's preparation)" in error
+            )
+            assert (
+                "The model could not be prepared"
+                in page.locator("#progress-model-text").inner_text()
+            )
+
+            run(page, SIX_TIMES_SEVEN)
+            outcome = result(page)
+            assert outcome["state"] == "failed"
+            assert (
+                f"the model server at {base_url} sent nothing for 2 s while answering the "
+                "request for a plan" in outcome["error"]
+            )
+            assert "Silence limit" in outcome["error"]
+        finally:
+            stalling.release()

@@ -9,6 +9,7 @@ import { UserPrompts, loadAuthRecords } from "./user-prompts.js";
 import { ToUI, toWorker } from "../protocol.js";
 import { ToolHost } from "./tool-host.js";
 import { showCpuModels } from "./cpu-models.js";
+import { WaitShown } from "./waiting.js";
 
 // What the user changed in Settings, kept in this browser; every default, and every setting
 // in effect, comes from Python (agent_py/browser.py, PageSettings) in "ready" and "settings".
@@ -20,6 +21,7 @@ const STOP_GRACE_MS = 10_000; // a Stop the worker has not honoured by then rest
 
 const $ = (id) => document.getElementById(id);
 const view = new RunView($("run-view"), { onUnfold: (session, turn, section) => unfoldTurn(session, turn, section) });
+const waitShown = new WaitShown($("progress-model-text"), $("model-progress-row"));
 const params = new URLSearchParams(location.search);
 // ?engine= overrides the Engine setting for this visit; "scripted" is the explicit test switch,
 // and nothing else ever selects the scripted engine.
@@ -30,6 +32,7 @@ let worker = null;
 let store = null;
 let ready = false;
 let running = false;
+let preparing = false; // the model's preparation is under way (Stop ends it too)
 let stopTimer = null;
 let storeFailed = false;
 let eventQueue = Promise.resolve();
@@ -66,8 +69,13 @@ function showError(message) {
 function setRunning(value) {
   running = value;
   $("run").disabled = !ready || running;
-  $("stop").disabled = !running;
+  $("stop").disabled = !running && !preparing;
   $("new-session").disabled = running;
+}
+
+function setPreparing(value) {
+  preparing = value;
+  $("stop").disabled = !running && !preparing;
 }
 
 // --- events: stored first, then drawn ----------------------------------------------------------
@@ -162,6 +170,7 @@ function onWorkerMessage(message, answer) {
   if (planReview.onWorkerMessage(message)) return;
   switch (message.type) {
     case ToUI.PROGRESS:
+      if (message.what === "prefill") setPreparing(true);
       return showProgress(message);
     case ToUI.READY:
       return onReady(message);
@@ -171,6 +180,11 @@ function onWorkerMessage(message, answer) {
       window.agentApp.timings.warm_after_ready_ms = message.ms;
       return;
     case ToUI.PREPARED:
+      setPreparing(false);
+      if (!running && document.body.dataset.status === "stopping") {
+        clearTimeout(stopTimer); // a Stop of the preparation was honoured
+        setStatus("Ready");
+      }
       window.agentApp.prepared = message.report;
       window.agentApp.preparations.push(message.report);
       return showPrepared(message.report);
@@ -182,6 +196,8 @@ function onWorkerMessage(message, answer) {
     case ToUI.ENGINE_NOTE:
       $("live").textContent += `\n[${message.text}]\n`;
       return;
+    case ToUI.WAITING:
+      return waitShown.update(message.what);
     case ToUI.RUN_FINISHED:
       clearTimeout(stopTimer);
       planReview.close();
@@ -317,14 +333,16 @@ function newSession() {
 }
 
 function stop() {
-  if (!running) return;
-  setStatus("Stopping…");
+  if (!running && !preparing) return;
+  setStatus(running ? "Stopping…" : "Stopping the model's preparation…");
   worker.postMessage(toWorker.stop());
   clearTimeout(stopTimer);
   stopTimer = setTimeout(() => {
     // The worker did not finish the run in time (a stuck engine): restart it rather than hang.
     worker.terminate();
     ready = false;
+    waitShown.update(null);
+    setPreparing(false);
     setRunning(false);
     setStatus("Stopped (the agent was restarted)");
     showError("The agent did not stop in time, so it was restarted.");
@@ -484,6 +502,8 @@ window.agentApp = {
   bridgePresence: () => tools.relay.presence,
   /** Each preparation's report since the page opened (`prepared` is the last). */
   preparations: [],
+  /** Each wait the engine reported ({what, shown}: shown in the model bar once it lasted). */
+  waits: () => waitShown.seen,
   run,
   stop,
   sessions: () => store.sessions(),

@@ -67,6 +67,9 @@ const bridge = {
   engineNote(text) {
     post(toUI.engineNote(null, null, text));
   },
+  engineWait(what) {
+    post(toUI.waiting(what ?? null)); // Python's None arrives as undefined
+  },
 };
 
 // --- MCP servers: agent_py.mcp in Python, HTTP through http-port.js ---------------------------
@@ -375,6 +378,10 @@ async function prepareModel() {
   try {
     lastPrefill = null;
     const done = JSON.parse(await page.prepare());
+    if (done.stopped) {
+      post(toUI.prepared({ prefilled: false, skipped: "the preparation was stopped; the first run prepares it", ms: Math.round(performance.now() - started) }));
+      return;
+    }
     // The CPU engine keeps the prefilled state in the browser's storage: whether it came from
     // there, and why a saved one was not used.
     const state = lastPrefill ? { restored_tokens: lastPrefill.restored_tokens || 0, state: lastPrefill.state } : {};
