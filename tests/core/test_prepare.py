@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from support import make_agent, of_type, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, CallInfo, Message, ScriptedLLM
-from agent_py.llm import ResidencyPolicy, Usage
+from agent_py.llm import LLMError, ResidencyPolicy, Usage
 from agent_py.profiles import SMALL
 
 PLAN = plan_reply([step("s1", "javascript_execute", {"code": "return 6 * 7"})])
@@ -101,3 +102,22 @@ async def test_a_task_started_during_the_preparation_waits_for_it_and_completes(
     assert result.state is AgentState.COMPLETED and "42" in result.answer
     [plan_event] = [e for e in of_type(sink.events, "assistant") if e.meta["purpose"] == "plan"]
     assert plan_event.meta["usage"]["cached_prompt_tokens"] > 0
+
+
+async def test_a_preparation_that_never_ends_fails_at_the_model_limit_and_frees_the_engine() -> (
+    None
+):
+    """An engine that loads or prefills forever fails the preparation at ``model_timeout_s``
+    with that said; a task waiting behind it then runs."""
+    llm = SlowPrefill.replaying({"plan": small_plan()})
+    config = SMALL_CONFIG.model_copy(update={"model_timeout_s": 0.2})
+    agent, _ = make_agent(llm, config=config)
+
+    preparing = asyncio.create_task(agent.prepare())
+    await llm.started.wait()
+    running = asyncio.create_task(agent.task("Use JavaScript to compute 6 times 7."))
+    with pytest.raises(LLMError, match=r"the model was not prepared within 0\.2 s"):
+        await asyncio.wait_for(preparing, 30)
+    result = await asyncio.wait_for(running, 30)
+
+    assert result.state is AgentState.COMPLETED and "42" in result.answer
