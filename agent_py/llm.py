@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_py.budget import estimate_tokens, prompt_tokens
+from agent_py.concurrency import deadline
 from agent_py.errors import LLMError as LLMError  # re-exported: part of the model interface
 from agent_py.errors import MemoryPressureError as MemoryPressureError
 from agent_py.errors import ModelNotLoadedError as ModelNotLoadedError
@@ -505,11 +506,17 @@ class ManagedLLM:
         await self.llm.interrupt()
 
     async def prefill(
-        self, messages: list[Message], purpose: CallPurpose, *, max_tokens: int
+        self,
+        messages: list[Message],
+        purpose: CallPurpose,
+        *,
+        max_tokens: int,
+        timeout_s: float,
     ) -> Usage | None:
         """Load the model of ``purpose``'s role and prefill ``messages`` into the engine's
         cache, between runs: not counted in any run's stats. None when there is nothing to
-        keep it for (per_step unloads after each unit) or the engine cannot."""
+        keep it for (per_step unloads after each unit) or the engine cannot. Past
+        ``timeout_s`` of prefill (the load not counted) it raises ``TimeoutError``."""
         if self.effective_policy is ResidencyPolicy.PER_STEP:
             return None
         model = self.roles.model_for(ROLE_OF_PURPOSE[purpose])
@@ -518,8 +525,9 @@ class ManagedLLM:
             if self.llm.loaded_model != model:
                 await self.llm.reload(model)  # before any run: no run's event or count
             try:
-                return await self.llm.prefill(messages, call)
-            except asyncio.CancelledError:
+                async with deadline(timeout_s):
+                    return await self.llm.prefill(messages, call)
+            except (asyncio.CancelledError, TimeoutError):
                 await self.llm.interrupt()
                 raise
 

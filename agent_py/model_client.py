@@ -94,21 +94,24 @@ class ModelClient:
     async def prefill(self, messages: list[Message], purpose: CallPurpose) -> Usage | None:
         """Prefill ``messages``, fitted as :meth:`ask` fits them, into the engine's cache, so
         a later call that starts with them skips their prefill (see ``ManagedLLM.prefill``).
-        Bounded like a call: a model that loads or prefills forever fails the preparation."""
+        The prefill is bounded like a call (its load is not: a first download may be long,
+        and shows its progress)."""
         await self.llm.measure([message["content"] for message in messages])
         try:
             fitted = fit_messages(messages, self.prompt_budget(purpose), self.llm.count_tokens)
         except PromptTooLargeError as error:
             raise LLMError(f"{error} (prefilling the {purpose.value} prompt)") from None
         try:
-            async with deadline(self.timeout_s):
-                return await self.llm.prefill(
-                    fitted, purpose, max_tokens=self.budgets.for_purpose(purpose)
-                )
+            return await self.llm.prefill(
+                fitted,
+                purpose,
+                max_tokens=self.budgets.for_purpose(purpose),
+                timeout_s=self.timeout_s,
+            )
         except TimeoutError:
             raise LLMError(
-                f"the model was not prepared within {self.timeout_s:g} s (its load and the "
-                f"{purpose.value} prompt's prefill)"
+                f"the model did not prefill the {purpose.value} prompt within "
+                f"{self.timeout_s:g} s (the model's preparation)"
             ) from None
 
     async def ask(

@@ -104,11 +104,9 @@ async def test_a_task_started_during_the_preparation_waits_for_it_and_completes(
     assert plan_event.meta["usage"]["cached_prompt_tokens"] > 0
 
 
-async def test_a_preparation_that_never_ends_fails_at_the_model_limit_and_frees_the_engine() -> (
-    None
-):
-    """An engine that loads or prefills forever fails the preparation at ``model_timeout_s``
-    with that said; a task waiting behind it then runs."""
+async def test_a_prefill_that_never_ends_fails_at_the_model_limit_and_frees_the_engine() -> None:
+    """An engine that prefills forever fails the preparation at ``model_timeout_s`` (its load
+    is not counted) with that said; a task waiting behind it then runs."""
     llm = SlowPrefill.replaying({"plan": small_plan()})
     config = SMALL_CONFIG.model_copy(update={"model_timeout_s": 0.2})
     agent, _ = make_agent(llm, config=config)
@@ -116,8 +114,26 @@ async def test_a_preparation_that_never_ends_fails_at_the_model_limit_and_frees_
     preparing = asyncio.create_task(agent.prepare())
     await llm.started.wait()
     running = asyncio.create_task(agent.task("Use JavaScript to compute 6 times 7."))
-    with pytest.raises(LLMError, match=r"the model was not prepared within 0\.2 s"):
+    with pytest.raises(LLMError, match=r"the model did not prefill the plan prompt within 0\.2 s"):
         await asyncio.wait_for(preparing, 30)
     result = await asyncio.wait_for(running, 30)
 
     assert result.state is AgentState.COMPLETED and "42" in result.answer
+
+
+class SlowLoad(ScriptedLLM):
+    """A model whose load outlasts the model limit (a first download)."""
+
+    async def reload(self, model: str) -> None:
+        await asyncio.sleep(0.5)
+        await super().reload(model)
+
+
+async def test_a_long_load_is_not_a_stalled_prefill() -> None:
+    llm = SlowLoad.replaying({"plan": small_plan()})
+    config = SMALL_CONFIG.model_copy(update={"model_timeout_s": 0.2})
+    agent, _ = make_agent(llm, config=config)
+
+    usage = await asyncio.wait_for(agent.prepare(), 30)
+
+    assert usage is not None and usage.prompt_tokens > 0
