@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from agent_py.agent import Agent, AgentConfig
+from agent_py.engines import model_server
 from agent_py.engines.model_server import ModelServerLLM, OutputFormat, ServerKind
 from agent_py.events import AgentState
 from agent_py.llm import CallInfo, CallPurpose, LLMError, ModelRoles, Sampling
@@ -355,6 +356,33 @@ async def test_token_counts_come_from_the_servers_tokenizer_where_it_has_one(ser
     other = await serve(FakeModelServer(stream("x")))
     await other.reload(MODEL)
     assert await other.count_tokens_exact(["one two three"]) is None
+
+
+async def test_a_model_list_that_never_ends_fails_the_load_within_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server's small answers (the model list, its properties) are bounded too: the
+    load fails naming the server and what it did not finish."""
+    monkeypatch.setattr(model_server, "ASK_TIMEOUT_S", 0.5)
+    never = asyncio.Event()
+
+    def endless_list(request: Request) -> Reply:
+        body = b'{"object": "list", "data": ['
+        return Reply(200, {"Content-Type": "application/json"}, [body, never])
+
+    server = ScriptedServer(endless_list)
+    await server.start()
+    base = server.url.removesuffix("/mcp") + "/v1"
+    try:
+        llm = ModelServerLLM(HttpxTransport(), base)
+        with pytest.raises(LLMError) as raised:
+            await asyncio.wait_for(llm.reload(MODEL), 30)
+        assert str(raised.value) == (
+            f"the model server at {base} did not finish answering {base}/models within 0.5 s"
+        )
+    finally:
+        never.set()
+        await server.stop()
 
 
 def test_the_pages_silence_limit_defaults_to_the_engines() -> None:
