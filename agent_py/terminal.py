@@ -545,11 +545,12 @@ def print_prepared(prepared: dict[str, Any], out: TextIO) -> None:
         if prepared.get("state") == "saved"
         else "prefilled"
     )
-    print(
-        f"model prepared before the task in {seconds:.1f} s: {prepared['prompt_tokens']} "
-        f"prompt tokens of the planner's prompt {how}",
-        file=out,
-    )
+    tokens = prepared["prompt_tokens"]
+    # A server that reports no usage (llama-cpp-python's, streaming) gives no count.
+    counted = "the planner's prompt"
+    if tokens:
+        counted = f"{tokens} prompt tokens of {counted}"
+    print(f"model prepared before the task in {seconds:.1f} s: {counted} {how}", file=out)
 
 
 def report_result(result: dict[str, Any], history: Path, out: TextIO, err: TextIO) -> int:

@@ -253,7 +253,7 @@ function showPrepared({ prefilled, prompt_tokens: tokens, ms, skipped, error, re
     const seconds = ((ms || 0) / 1000).toFixed(1);
     const how = restored ? "restored from this browser's storage" : "prefilled";
     $("progress-model-text").textContent = prefilled
-      ? `Model ready: the planner's prompt (${tokens} tokens) is ${how} (${seconds} s)${warning ? `. ${warning}` : ""}`
+      ? `Model ready: the planner's prompt${tokens ? ` (${tokens} tokens)` : ""} is ${how} (${seconds} s)${warning ? `. ${warning}` : ""}`
       : `Model loaded (${seconds} s)`;
   }
 }
