@@ -397,10 +397,12 @@ class ManagedLLM:
             return exact
         return math.ceil(self.llm.count_tokens(text) * self.tokens_per_estimate)
 
-    async def measure(self, texts: Sequence[str]) -> None:
+    async def measure(self, texts: Sequence[str], *, timeout_s: float | None = None) -> None:
         """Count ``texts`` with the loaded model's tokenizer, where the engine has one, so
         :meth:`count_tokens` gives real counts for them. Nothing is loaded for it: before the
-        first load (the page loads the model while the user types) the estimate stands."""
+        first load (the page loads the model while the user types) the estimate stands.
+        Past ``timeout_s`` of counting (waiting for another call not counted) it raises
+        ``TimeoutError``."""
         model = self.llm.loaded_model
         if model is None:
             return
@@ -410,7 +412,11 @@ class ManagedLLM:
         async with self._call_lock:
             if self.llm.loaded_model != model:
                 return
-            counts = await self.llm.count_tokens_exact(wanted)
+            if timeout_s is None:
+                counts = await self.llm.count_tokens_exact(wanted)
+            else:
+                async with deadline(timeout_s):
+                    counts = await self.llm.count_tokens_exact(wanted)
         if counts is None or len(counts) != len(wanted):
             return
         if len(self._exact) + len(wanted) > EXACT_COUNTS_KEPT:

@@ -96,7 +96,7 @@ class ModelClient:
         a later call that starts with them skips their prefill (see ``ManagedLLM.prefill``).
         The prefill is bounded like a call (its load is not: a first download may be long,
         and shows its progress)."""
-        await self.llm.measure([message["content"] for message in messages])
+        await self._measure(messages, purpose)
         try:
             fitted = fit_messages(messages, self.prompt_budget(purpose), self.llm.count_tokens)
         except PromptTooLargeError as error:
@@ -112,6 +112,18 @@ class ModelClient:
             raise LLMError(
                 f"the model did not prefill the {purpose.value} prompt within "
                 f"{self.timeout_s:g} s (the model's preparation)"
+            ) from None
+
+    async def _measure(self, messages: list[Message], purpose: CallPurpose) -> None:
+        """Count the prompt with the engine's tokenizer (``ManagedLLM.measure``), bounded like
+        a call: an engine that never answers a count fails the call, not hangs it."""
+        texts = [message["content"] for message in messages]
+        try:
+            await self.llm.measure(texts, timeout_s=self.timeout_s)
+        except TimeoutError:
+            raise LLMError(
+                f"the model engine did not count the {purpose.value} prompt's tokens within "
+                f"{self.timeout_s:g} s"
             ) from None
 
     async def ask(
@@ -153,7 +165,7 @@ class ModelClient:
     ) -> ChatReply:
         """Like :meth:`ask`, with why the reply ended (``finish_reason``) and its usage."""
         max_tokens = self.budgets.for_purpose(purpose)
-        await self.llm.measure([message["content"] for message in messages])
+        await self._measure(messages, purpose)
         try:
             fitted = fit_messages(messages, self.prompt_budget(purpose), self.llm.count_tokens)
         except PromptTooLargeError as error:

@@ -399,7 +399,12 @@ class ModelServerLLM(LLM):
             except MCPError as error:
                 raise LLMError(self._unreachable(error)) from None
             if response.status != 200:
-                body, _ = await response.read(64 * 1024)
+                try:
+                    body, _ = await asyncio.wait_for(response.read(64 * 1024), self._silence_s)
+                except TimeoutError:
+                    raise LLMError(
+                        self._silent(what, f"HTTP {response.status}, its body not sent")
+                    ) from None
                 if response.status in REFUSED_FORMAT and fmt is not OutputFormat.NONE:
                     reason = _error_text(body)
                     if _names_format(reason):

@@ -385,6 +385,36 @@ async def test_a_model_list_that_never_ends_fails_the_load_within_its_bound(
         await server.stop()
 
 
+async def test_a_refused_key_says_to_set_it_in_settings(serve) -> None:
+    refused = json_reply({"error": {"message": "invalid api key"}}, status=401)
+    llm = await serve(FakeModelServer(refused))
+    await llm.reload(MODEL)
+    with pytest.raises(LLMError) as raised:
+        await asyncio.wait_for(llm.chat(MESSAGES, call()), 60)
+    assert "refused the request (HTTP 401: invalid api key): set its API key in Settings" in str(
+        raised.value
+    )
+
+
+async def test_an_error_whose_body_never_comes_fails_at_the_silence_limit() -> None:
+    never = asyncio.Event()
+    server = ScriptedServer(
+        FakeModelServer(Reply(500, {"Content-Type": "application/json"}, [b'{"err', never]))
+    )
+    await server.start()
+    base = server.url.removesuffix("/mcp") + "/v1"
+    llm = ModelServerLLM(HttpxTransport(), base, silence_s=1.0)
+    try:
+        await llm.reload(MODEL)
+        with pytest.raises(
+            LLMError, match=r"sent nothing for 1 s .*\(HTTP 500, its body not sent\)"
+        ):
+            await asyncio.wait_for(llm.chat(MESSAGES, call()), 60)
+    finally:
+        never.set()
+        await server.stop()
+
+
 def test_the_pages_silence_limit_defaults_to_the_engines() -> None:
     from agent_py.engines.model_server import DEFAULT_SILENCE_S
     from agent_py.page.settings import PageSettings

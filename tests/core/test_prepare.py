@@ -137,3 +137,23 @@ async def test_a_long_load_is_not_a_stalled_prefill() -> None:
     usage = await asyncio.wait_for(agent.prepare(), 30)
 
     assert usage is not None and usage.prompt_tokens > 0
+
+
+class SilentTokenizer(ScriptedLLM):
+    """An engine whose tokenizer never answers (a wedged worker)."""
+
+    async def count_tokens_exact(self, texts: list[str]) -> list[int] | None:
+        await asyncio.Event().wait()
+        return None
+
+
+async def test_a_tokenizer_that_never_answers_fails_the_call_not_hangs_it() -> None:
+    llm = SilentTokenizer.replaying({"plan": small_plan()})
+    config = SMALL_CONFIG.model_copy(update={"model_timeout_s": 0.2})
+    agent, _ = make_agent(llm, config=config)
+    await asyncio.wait_for(agent.prepare(), 30)  # the model is loaded: its prompts are counted
+
+    result = await asyncio.wait_for(agent.task("Use JavaScript to compute 6 times 7."), 30)
+
+    assert result.state is AgentState.FAILED
+    assert result.error == "the model engine did not count the plan prompt's tokens within 0.2 s"
