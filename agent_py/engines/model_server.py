@@ -149,6 +149,8 @@ class ModelServerLLM(LLM):
         self._loaded: str | None = None
         self._response: HTTPResponse | None = None
         self._interrupted = False
+        # Once the server has answered, a failed connection means it stopped or crashed.
+        self._answered = False
         self.server: ServerInfo | None = None
 
     def __repr__(self) -> str:  # never the API key
@@ -297,6 +299,7 @@ class ModelServerLLM(LLM):
             headers["Content-Type"] = "application/json"
         try:
             response = await self._transport.send(method, url, headers, payload, ASK_TIMEOUT_S)
+            self._answered = True
             answer, _ = await asyncio.wait_for(response.read(limit), ASK_TIMEOUT_S)
         except TimeoutError:
             if required:
@@ -398,6 +401,7 @@ class ModelServerLLM(LLM):
                 raise LLMError(self._silent(what, "its reply not begun")) from None
             except MCPError as error:
                 raise LLMError(self._unreachable(error)) from None
+            self._answered = True
             if response.status != 200:
                 try:
                     body, _ = await asyncio.wait_for(response.read(64 * 1024), self._silence_s)
@@ -471,6 +475,13 @@ class ModelServerLLM(LLM):
         return headers
 
     def _unreachable(self, error: MCPError) -> str:
+        if self._answered:
+            return (
+                f"the model server at {self.base_url} stopped answering: it answered earlier, "
+                "and now it cannot be reached. It has stopped or crashed (its own output says "
+                "why), or it was restarted at another address: start it again, or change its "
+                "URL in Settings"
+            )
         said = str(error).rstrip(".")
         if "model server" not in said:  # the CPython transport names only the address
             said = f"the model server at {self.base_url} cannot be reached: {said}"

@@ -174,6 +174,9 @@ class BrowserTransport(HTTPTransport):
         self._service = service
         # What the page's settings call the choice of fetch or bridge for this server.
         self._setting = "transport" if service == "MCP server" else "connection"
+        # Once the server has answered, a connection that fails is an outage (it stopped,
+        # crashed or moved), not CORS or a missing extension: the message says so.
+        self._answered = False
 
     async def send(
         self,
@@ -201,6 +204,7 @@ class BrowserTransport(HTTPTransport):
         reply = _reply(raw, StartReply, f"a request to {origin_of(url)}")
         if not reply.ok:
             raise self._failure(url, timeout_s, reply.error.kind, reply.error.message)
+        self._answered = True
         return BrowserResponse(self._http, request_id, reply.status, reply.headers, url)
 
     def _label(self) -> str:
@@ -216,6 +220,12 @@ class BrowserTransport(HTTPTransport):
         if kind == "timeout":
             limit = f" within {timeout_s:g} s" if timeout_s is not None else ""
             return MCPTimeoutError(f"{origin} did not answer{limit}.")
+        if self._answered and kind == "blocked":
+            return MCPConnectionError(
+                f"{self._label()} stopped answering: it answered earlier, and now the browser "
+                "cannot connect to it (it stopped, crashed or was restarted elsewhere). Check "
+                "that it is still running at that URL."
+            )
         if kind == "blocked":
             if self._mode == "fetch":
                 return MCPConnectionError(

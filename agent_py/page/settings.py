@@ -85,9 +85,10 @@ class PageSettings(BaseModel):
     brings the MCP package's transports."""
     openai_keep_alive: str = ""
     """Ollama's keep_alive (e.g. ``10m``): how long it keeps the model loaded."""
-    openai_silence_s: float = Field(300.0, gt=0)  # engines.model_server.DEFAULT_SILENCE_S
+    openai_silence_s: float = Field(300.0, gt=0, le=900)  # model_server.DEFAULT_SILENCE_S
     """The silence limit: a call fails when the server sends nothing for this long (it
-    sends nothing while it prefills a prompt, so a slow machine may need more)."""
+    sends nothing while it prefills a prompt, so a slow machine may need more). At most
+    15 minutes: the bridge extension ends any request at that."""
 
     model: str = DEFAULT_MODEL
     executor_model: str | None = None

@@ -210,6 +210,20 @@ async def test_auto_without_the_extension_names_the_server_and_says_to_install_i
     )
 
 
+async def test_a_server_that_answered_and_then_cannot_be_reached_has_stopped() -> None:
+    answers: list[Answer | Failure] = [Answer(200, {}, [b"ok"]), ("blocked", "could not connect")]
+    http = FakeHttp(lambda request: answers.pop(0))
+    transport = browser_transport_factory(http)(config("auto"))
+    await transport.send("GET", URL, {}, None, None)
+
+    with pytest.raises(MCPConnectionError) as caught:
+        await transport.send("GET", URL, {}, None, None)
+
+    assert http.modes() == ["fetch", "fetch"]  # an outage, not a reason to try the extension
+    assert str(caught.value).startswith(f"The MCP server 'calc' ({URL}) stopped answering:")
+    assert "CORS" not in str(caught.value)
+
+
 def test_the_http_transport_is_refused_in_the_page() -> None:
     with pytest.raises(MCPConfigError, match="needs CPython"):
         browser_transport_factory(FakeHttp(mcp_server))(config("http"))

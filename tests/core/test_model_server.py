@@ -106,6 +106,21 @@ async def test_an_unreachable_server_says_so_and_what_to_check() -> None:
         await llm.reload(MODEL)
 
 
+async def test_a_server_that_stops_after_answering_is_said_to_have_stopped() -> None:
+    server = ScriptedServer(FakeModelServer(stream("x")))
+    await server.start()
+    llm = ModelServerLLM(HttpxTransport(), server.url.removesuffix("/mcp") + "/v1")
+    await llm.reload(MODEL)
+    await server.stop()  # as a server that crashes between two calls
+
+    with pytest.raises(LLMError) as caught:
+        await asyncio.wait_for(llm.chat(MESSAGES, call()), 60)
+
+    said = str(caught.value)
+    assert f"the model server at {llm.base_url} stopped answering" in said
+    assert "stopped or crashed" in said and "OLLAMA_ORIGINS" not in said
+
+
 async def test_the_format_follows_the_kind_of_server(serve) -> None:
     grammar = 'root ::= "{}"'
     for kind, expected, with_grammar in [
@@ -415,8 +430,12 @@ async def test_an_error_whose_body_never_comes_fails_at_the_silence_limit() -> N
         await server.stop()
 
 
-def test_the_pages_silence_limit_defaults_to_the_engines() -> None:
+def test_the_pages_silence_limit_defaults_to_the_engines_and_stops_at_15_minutes() -> None:
     from agent_py.engines.model_server import DEFAULT_SILENCE_S
     from agent_py.page.settings import PageSettings
 
     assert PageSettings().openai_silence_s == DEFAULT_SILENCE_S
+    # The bridge extension ends any request at 15 minutes: a longer limit could not hold.
+    assert PageSettings(openai_silence_s=900).openai_silence_s == 900
+    with pytest.raises(ValueError, match="less than or equal to 900"):
+        PageSettings(openai_silence_s=901)

@@ -913,6 +913,25 @@ def test_the_rebinding_rule_judges_names_not_addresses(
     assert verdicts[4:] == [None, None, None]
 
 
+def test_a_requests_wait_for_headers_is_its_own_up_to_the_whole_requests_cap(
+    extension: tuple[Any, Any],
+) -> None:
+    """A model server prefilling a long prompt sends nothing for minutes: the page's silence
+    limit (up to 15 minutes) must be the wait, not a smaller cap of the extension's."""
+    context, _ = extension
+    options = open_options(context)
+    waits = options.evaluate(
+        """async () => {
+            const { checkRequest, LIMITS } = await import("./policy.js");
+            const wait = (timeout_ms) =>
+                checkRequest({ method: "POST", timeout_ms }).headersTimeoutMs;
+            return [wait(600_000), wait(36_000_000), wait(undefined), LIMITS.maxDurationMs];
+        }"""
+    )
+    options.close()
+    assert waits == [600_000, 900_000, 30_000, 900_000]
+
+
 def test_the_extension_key_fixes_its_id_and_the_manifest_trusts_no_page(
     extension: tuple[Any, Any],
 ) -> None:
