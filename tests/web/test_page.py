@@ -160,6 +160,52 @@ def test_stop_ends_a_running_task_and_the_ui_says_so(page: Any, scripted: str) -
     assert page.get_by_role("button", name="Stop").is_disabled()
 
 
+def test_a_stop_the_wedged_agent_cannot_honour_restarts_it_and_the_next_run_works(
+    page: Any, scripted: str
+) -> None:
+    """An engine that holds the worker's thread (as a wedged WebAssembly call would) never
+    sees the Stop: after the grace the page replaces the worker, says so, marks the turn,
+    and the agent takes the next task."""
+    open_app(page, scripted)
+    run_task(
+        page,
+        "write",
+        {
+            "plan": plan([step("s1", "llm_generator", {"prompt": "write"})]),
+            "generate": {"text": "never", "busy_ms": 600_000},
+            "rethink": done("never"),
+        },
+    )
+    page.wait_for_selector('[data-step="s1"][data-status="running"]')
+    page.get_by_role("button", name="Stop").click()
+
+    page.wait_for_function(
+        "document.body.dataset.status === 'stopped'"
+        " && document.querySelector('#status').textContent.includes('restarted')",
+        timeout=120_000,
+    )
+    assert page.locator("#error").inner_text() == (
+        "The agent did not stop in time, so it was restarted."
+    )
+    turn = page.locator(".turn:last-of-type")
+    assert turn.get_attribute("data-state") == "interrupted"
+    assert "did not stop in time and was restarted" in turn.inner_text()
+    assert page.get_by_role("button", name="Stop").is_disabled()
+
+    page.wait_for_function("document.body.dataset.status === 'ready'", timeout=120_000)
+    run_task(
+        page,
+        "answer",
+        {
+            "plan": plan([step("s1", "llm_generator", {"prompt": "say 42"})]),
+            "generate": "42",
+            "rethink": done("42"),
+        },
+    )
+    page.wait_for_function("document.querySelectorAll('.turn').length === 2")
+    assert wait_final(page, timeout=120_000) == "completed"
+
+
 # Records every token message the worker sends the UI, before the page's own scripts run.
 COUNT_TOKEN_MESSAGES = """
 window.__tokenMessages = [];
@@ -232,6 +278,54 @@ def test_an_infinite_loop_is_killed_at_its_timeout_while_the_ui_answers(
     assert time.monotonic() - started < 2 + 20
     assert "longer than 2 s" in (page.locator('[data-step="s1"] .output pre').text_content() or "")
     assert wait_final(page) == "failed"  # its only step failed: the run did not do the task
+
+
+def test_a_sandbox_frame_that_never_loads_fails_the_step_and_the_next_run_loads_it_again(
+    browser: Any, scripted: str
+) -> None:
+    """The sandbox frame's document is held by the server (never answered): the step fails
+    within its bound with what did not load, and the next run makes the frame again."""
+    context = browser.new_context(service_workers="block")  # every fetch meets the route
+    held: list[Any] = []
+
+    def hold_first(route: Any) -> None:
+        if not held:
+            held.append(route)  # never answered while the test runs
+        else:
+            route.continue_()
+
+    context.route(re.compile(r".*/sandbox\.html$"), hold_first)
+    page = context.new_page()
+    try:
+        open_app(page, scripted)
+        run_task(
+            page,
+            "compute",
+            {
+                "plan": plan([step("s1", "javascript_execute", {"code": "return 6 * 7"})]),
+                "rethink": done("no sandbox"),
+            },
+        )
+        page.wait_for_selector('[data-step="s1"][data-status="failed"]', timeout=120_000)
+        said = page.locator('[data-step="s1"] .output pre').text_content() or ""
+        assert "JavaScript sandbox (/sandbox.html) did not load in 10000 ms" in said
+        assert wait_final(page) == "failed"
+        assert len(held) == 1
+
+        run_task(
+            page,
+            "compute again",
+            {
+                "plan": plan([step("s1", "javascript_execute", {"code": "return 6 * 7"})]),
+                "rethink": done("42"),
+            },
+        )
+        page.wait_for_function("document.querySelectorAll('.turn').length === 2")
+        assert wait_final(page, timeout=120_000) == "completed"
+        output = page.locator('.turn:last-of-type [data-step="s1"] .output pre').text_content()
+        assert "42" in (output or "")
+    finally:
+        context.close()
 
 
 def test_python_execute_runs_in_its_own_sandbox_for_one_run_and_stop_ends_it(

@@ -346,6 +346,7 @@ function stop() {
     setRunning(false);
     setStatus("Stopped (the agent was restarted)");
     showError("The agent did not stop in time, so it was restarted.");
+    view.markInterrupted("stopped: the agent did not stop in time and was restarted");
     startWorker();
   }, STOP_GRACE_MS);
 }

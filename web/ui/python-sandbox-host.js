@@ -59,7 +59,10 @@ export class PythonSandbox {
 
   async #run(program, timeoutMs) {
     // null once the frame holds Pyodide's files; else what went wrong.
-    const failure = await this.#frame.ready().then(() => this.#files, (error) => error.message);
+    const failure = await this.#frame.ready().then(() => this.#files, (error) => {
+      this.#frame.reloadIfFailed(); // the next run tries again
+      return error.message;
+    });
     if (failure) return { json: null, error: failure, timedOut: false };
     const answer = await this.#frame.ask(
       (id) => pythonSandboxRun(id, String(program), timeoutMs),

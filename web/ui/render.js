@@ -216,10 +216,11 @@ export class RunView {
     }
   }
 
-  /** A turn whose stored history ends without a final event (the page was reloaded mid-run). */
-  markInterrupted() {
+  /** The last turn, when it has no final event: the page was reloaded mid-run, or the agent
+   * was restarted. `why` is shown as its state. */
+  markInterrupted(why = "interrupted by a page reload") {
     if (this.turn && !this.turn.section.dataset.state) {
-      this.turn.state.textContent = "interrupted by a page reload";
+      this.turn.state.textContent = why;
       this.turn.section.dataset.state = "interrupted";
     }
   }

@@ -48,6 +48,7 @@ export class JavaScriptSandbox {
     try {
       await this.#frame.ready();
     } catch (error) {
+      this.#frame.reloadIfFailed(); // the next run tries again
       return failure(error.message);
     }
     const message = await this.#frame.ask(
@@ -84,6 +85,7 @@ export class SandboxFrame {
   #iframe = null;
   #ready = null;
   #markReady = null;
+  #loadFailed = false; // the current frame did not load: replaced at reloadIfFailed()
   #pending = new Map(); // id -> {resolve, timer}
   #nextId = 1;
 
@@ -102,6 +104,13 @@ export class SandboxFrame {
 
   ready() {
     return this.#ready;
+  }
+
+  /** Makes the frame again when it did not load (its document could not be fetched, or it
+   * never said it was ready), so a later run does not meet the same failure forever. */
+  reloadIfFailed() {
+    if (!this.#loadFailed || !this.#iframe) return;
+    this.#restart();
   }
 
   /** Posts `make(id)` and resolves with the frame's answer; with `timeoutAnswer` when none
@@ -154,11 +163,21 @@ export class SandboxFrame {
     iframe.setAttribute("aria-hidden", "true");
     iframe.tabIndex = -1;
     this.#iframe = iframe;
+    this.#loadFailed = false;
+    let fail;
     this.#ready = new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(
-        `The ${this.#title} (${this.#url.pathname}) did not load in ${READY_TIMEOUT_MS} ms. ` +
-        `If this page is served with Cross-Origin-Embedder-Policy, serve ${this.#url.pathname} with it too.`,
-      )), READY_TIMEOUT_MS);
+      const timer = setTimeout(() => fail(
+        `did not load in ${READY_TIMEOUT_MS} ms. If this page is served with ` +
+        `Cross-Origin-Embedder-Policy, serve ${this.#url.pathname} with it too.`,
+      ), READY_TIMEOUT_MS);
+      fail = (why) => {
+        clearTimeout(timer);
+        if (this.#iframe === iframe) {
+          this.#markReady = null;
+          this.#loadFailed = true;
+        }
+        reject(new Error(`The ${this.#title} (${this.#url.pathname}) ${why}`));
+      };
       this.#markReady = () => {
         clearTimeout(timer);
         this.#markReady = null;
@@ -181,7 +200,7 @@ export class SandboxFrame {
         iframe.srcdoc = html;
         this.#container.append(iframe); // after the listener exists, so "ready" cannot be missed
       })
-      .catch((error) => console.error(`The ${this.#title} could not load ${this.#url.pathname}: ${error.message}`));
+      .catch((error) => fail(`could not be loaded: ${error.message}.`));
   }
 
   // Removing the frame destroys its document, which terminates every worker it started.

@@ -4,6 +4,8 @@
 // in order (the last repeats); an item may be {text, delay_ms} to simulate a slow model, or
 // {text, match, otherwise}: when the regular expression `match` finds its group in the call's
 // last message, `text` with that group for $1 (a test that the prompt holds it), else `otherwise`.
+// {text, busy_ms} holds the worker's thread for busy_ms before replying: a wedged engine that
+// no message, Stop included, reaches meanwhile.
 
 export class ScriptedEngine {
   /** @param {{contextWindow?: number}} options the page's context_window, as other engines get it */
@@ -68,7 +70,8 @@ export class ScriptedEngine {
     if (!queue || queue.length === 0) throw new Error(`the test script has no reply for a ${call.purpose} call`);
     const item = queue.length > 1 ? queue.shift() : queue[0];
     const text = replyText(item, messages);
-    const { delay_ms: delay = 0 } = typeof item === "string" ? {} : item;
+    const { delay_ms: delay = 0, busy_ms: busy = 0 } = typeof item === "string" ? {} : item;
+    for (const until = Date.now() + busy; Date.now() < until; );
     this.calls.push({ purpose: call.purpose, step: call.step, tool: call.tool });
     this.interrupted = false;
     // Stream in a few chunks, honouring interrupt() like a real engine.
