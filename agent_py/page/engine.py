@@ -25,6 +25,10 @@ from agent_py.tools.javascript import JSRunResult
 from agent_py.tools.python import PyRunResult
 
 
+class EngineCrashedError(LLMError):
+    """The engine's worker died with the model in it: the next call loads the model again."""
+
+
 def _checked(reply_json: str) -> EngineReply:
     """Parse an engine bridge reply and turn ``ok: false`` into the matching exception."""
     try:
@@ -32,6 +36,8 @@ def _checked(reply_json: str) -> EngineReply:
     except (TypeError, ValueError):
         raise LLMError(f"the engine bridge sent an unreadable reply: {reply_json!r:.200}") from None
     if not reply.ok:
+        if reply.error.kind == "crashed":
+            raise EngineCrashedError(reply.error.message)
         if reply.error.kind == "memory":
             raise MemoryPressureError(reply.error.message)
         raise LLMError(reply.error.message)
@@ -57,6 +63,15 @@ class BridgeLLM(LLM):
     def loaded_model(self) -> str | None:
         return self._loaded
 
+    def _reply(self, reply_json: str) -> EngineReply:
+        """``_checked``, and a crashed engine's model counted as gone (the next call loads
+        it again instead of meeting an engine with nothing loaded)."""
+        try:
+            return _checked(reply_json)
+        except EngineCrashedError:
+            self._loaded = None
+            raise
+
     async def reload(self, model: str) -> None:
         self._loaded = None
         _checked(await self._bridge.engineReload(model))
@@ -73,16 +88,16 @@ class BridgeLLM(LLM):
         self, messages: list[Message], call: CallInfo, on_token: TokenCallback | None = None
     ) -> ChatReply:
         call_json = EngineCall.of(call).model_dump_json(by_alias=True)
-        reply = _checked(await self._bridge.engineChat(json.dumps(messages), call_json))
+        reply = self._reply(await self._bridge.engineChat(json.dumps(messages), call_json))
         return ChatReply(text=reply.text, usage=reply.usage, finish_reason=reply.finish_reason)
 
     async def count_tokens_exact(self, texts: list[str]) -> list[int] | None:
-        reply = _checked(await self._bridge.engineTokenize(json.dumps(texts)))
+        reply = self._reply(await self._bridge.engineTokenize(json.dumps(texts)))
         return reply.counts
 
     async def prefill(self, messages: list[Message], call: CallInfo) -> Usage | None:
         call_json = EngineCall.of(call).model_dump_json(by_alias=True)
-        reply = _checked(await self._bridge.enginePrefill(json.dumps(messages), call_json))
+        reply = self._reply(await self._bridge.enginePrefill(json.dumps(messages), call_json))
         return reply.usage if reply.prefilled else None
 
 

@@ -11,7 +11,8 @@ a call. The JSON is typed here (:class:`BridgeRequest`, :class:`StartReply`,
     "body": base64 | null, "timeout_ms": int | null}``. It resolves once the status line
     and headers are in. Error kinds: ``blocked`` (fetch failed: the browser blocked it,
     CORS, or could not connect; fetch cannot tell which), ``network``, ``timeout``,
-    ``no-bridge`` (the extension is not installed or not enabled for this page) and
+    ``no-bridge`` (the extension is not installed or not enabled for this page),
+    ``bridge-silent`` (the extension answered nothing, not even at the request's limit) and
     ``refused`` (the extension's rules said no; the message says which and what to do).
 ``read(id)`` -> ``{"ok": true, "chunk": base64}``, ``{"ok": true, "done": true}`` or an error
     The body, chunk by chunk as it arrives (SSE answers stream).

@@ -116,8 +116,9 @@ class Reply(BaseModel):
 
 class EngineReply(Reply):
     """What every engine bridge method resolves to: ``ok`` with the chat's reply, or the
-    failure, whose kind is ``memory`` (the GPU or the tab ran out), ``config``, ``engine``,
-    ``aborted`` ... (``web/worker/engines/errors.js``)."""
+    failure, whose kind is ``memory`` (the GPU or the tab ran out), ``crashed`` (the engine's
+    worker died with the model), ``config``, ``engine``, ``aborted`` ...
+    (``web/worker/engines/errors.js``)."""
 
     text: str = ""
     usage: Usage = Usage()

@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from agent_py import AgentState, MemoryPressureError
 from agent_py.agent import AgentConfig
 from agent_py.errors import SetupError
-from agent_py.llm import CallInfo, CallPurpose, LLMError
-from agent_py.page.engine import BridgeLLM, BridgePyRunner
+from agent_py.llm import CallInfo, CallPurpose, LLMError, ManagedLLM, ModelRoles
+from agent_py.page.engine import BridgeLLM, BridgePyRunner, EngineCrashedError
 from agent_py.page.session import PageSession
 from agent_py.page.settings import PageSettings
 from agent_py.profiles import DEFAULT_CPU_MODEL, profile_for
@@ -86,6 +86,21 @@ async def test_engine_errors_map_to_exceptions(error: dict[str, str], raised: ty
     llm = BridgeLLM(FakeBridge([{"ok": False, "error": error}]))
     with pytest.raises(raised, match=error["message"]):
         await llm.chat([], CALL)
+
+
+async def test_a_crashed_engine_counts_its_model_as_gone_so_the_next_call_loads_it() -> None:
+    crash = {"kind": "crashed", "message": "The CPU engine crashed (…); the next call loads"}
+    bridge = FakeBridge([{"ok": False, "error": crash}, {"ok": True, "text": "again"}])
+    managed = ManagedLLM(BridgeLLM(bridge), ModelRoles(planner="m"))
+    messages = [{"role": "user", "content": "x"}]
+
+    with pytest.raises(EngineCrashedError, match="CPU engine crashed"):
+        await managed.chat(messages, CallPurpose.GENERATE, max_tokens=8)
+    assert managed.llm.loaded_model is None
+
+    reply = await managed.chat(messages, CallPurpose.GENERATE, max_tokens=8)
+    assert reply.text == "again"
+    assert [name for name, _ in bridge.calls] == ["reload", "chat", "reload", "chat"]
 
 
 async def test_a_garbled_bridge_reply_is_a_clear_error() -> None:

@@ -170,6 +170,7 @@ async def test_a_request_crosses_as_json_and_the_body_streams_back_in_order() ->
         ("bridge", "refused", MCPConnectionError, ["bridge extension refused", "not approved"]),
         ("bridge", "network", MCPConnectionError, ["'calc'", "not approved"]),
         ("bridge", "no-bridge", MCPConnectionError, ["set to use the bridge extension"]),
+        ("bridge", "bridge-silent", MCPConnectionError, ["'calc'", "cannot be reached: "]),
     ],
 )
 async def test_failures_become_mcp_errors_that_say_what_to_do(

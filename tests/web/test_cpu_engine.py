@@ -263,6 +263,43 @@ def test_interrupt_stops_a_long_generation_early(cpu: CPUHarness) -> None:
     assert after["finish_reason"] in ("stop", "length")
 
 
+def test_a_crash_of_the_engines_worker_fails_the_call_and_the_next_load_starts_afresh(
+    cpu: CPUHarness,
+) -> None:
+    """The engine's worker dies mid-generation (an uncaught trap, as llama.cpp's abort
+    would raise, thrown inside the real worker): the call fails at once as a crash, the
+    engine forgets the worker and its model, and a reload gets a working one."""
+    cpu.ensure_loaded()
+    cpu.page.evaluate(
+        """() => { window.crashedChat = cpu.chat(
+            [{role: "user", content: "Write a long story about the sea."}],
+            {model: "gemma3-270m-q4_k_m", purpose: "generate", max_tokens: 400},
+        ).then(() => null, (error) => [error.kind, error.message]); }"""
+    )
+    cpu.wait_for_streamed(2)
+    engine_worker = next(
+        w for w in cpu.page.workers if w.url.split("?")[0].endswith("/cpu-worker.js")
+    )
+    engine_worker.evaluate(
+        """() => { setTimeout(() => {
+            throw new WebAssembly.RuntimeError("unreachable (a trap in llama.cpp)");
+        }); }"""
+    )
+
+    kind, message = cpu.call("() => window.crashedChat")
+    assert kind == "crashed"
+    assert message.startswith("The CPU engine crashed (the engine's worker stopped: ")
+    assert "a trap in llama.cpp" in message
+    assert message.endswith("the next call loads the model again.")
+    assert cpu.counts()["loadedModel"] is None
+    with pytest.raises(Exception, match="no model loaded"):
+        cpu.chat([{"role": "user", "content": "Hi"}], max_tokens=2)
+
+    cpu.call("model => cpu.reload(model)", MODEL)
+    after = cpu.chat([{"role": "user", "content": "Hi"}], max_tokens=2)
+    assert after["finish_reason"] in ("stop", "length")
+
+
 def test_unload_then_reload_counts_and_clear_errors(cpu: CPUHarness) -> None:
     cpu.ensure_loaded()
     before = cpu.counts()

@@ -118,6 +118,38 @@ def test_without_the_extension_a_cors_server_works_and_others_name_the_extension
     ]
 
 
+# A test double of the bridge extension's content script that says hello, allows the page,
+# and then answers no request: the extension after it was disabled, reloaded or updated under
+# an open page (the real one cannot be made silent on demand).
+SILENT_EXTENSION = """
+window.addEventListener("message", (event) => {
+  const data = event.data;
+  if (event.source !== window || data?.channel !== "agent_py-bridge") return;
+  if (data.type === "hello") {
+    const origin = location.origin;
+    event.ports[0]?.postMessage({ type: "hello", version: "0-test", allowed: true, origin });
+  }
+});
+"""
+
+
+def test_an_extension_that_never_answers_fails_the_server_at_its_request_bound(
+    page: Any, page_url: Any
+) -> None:
+    page.add_init_script(SILENT_EXTENSION)
+    open_app(page, page_url("index.html?engine=scripted"))
+    # Nothing listens there: the page's fetch fails, so auto goes to the (silent) extension.
+    add_server(page, "quiet", "http://127.0.0.1:9/mcp")
+
+    # The MCP request's own 30 s bound ends the wait, before the worker's (30 s + 5 s).
+    status = server_item(page, "quiet", "error").locator(".server-status").inner_text()
+    assert status == (
+        "Error: The MCP server 'quiet' did not answer initialize within 30 s; "
+        "the request was cancelled."
+    )
+    assert page.get_by_role("button", name="Run").is_enabled()  # the page goes on without it
+
+
 def test_an_agent_run_calls_an_mcp_tool_through_the_bridge(
     playwright: Any,
     tmp_path_factory: pytest.TempPathFactory,

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
 import pytest
 
-from agent_py import read_history_file
+from agent_py import read_history_file, terminal
+from agent_py.terminal import PageAgent, WaitTimedOut
 
 pytestmark = pytest.mark.browser
 
@@ -157,3 +162,30 @@ def test_a_session_file_carries_a_follow_up_to_the_earlier_result(
     )  # fmt: skip
     assert refused.returncode == 2
     assert "is not a session's history" in refused.stderr
+
+
+def test_a_wait_past_its_guard_gives_up_says_what_it_waited_for_and_meets_the_deadline(
+    browser: Any,
+) -> None:
+    """The terminal's waits on the page (its start 180 s, MCP servers 60 s, the preparation
+    900 s) end at their guard, said on the way; the run's deadline ends any of them first."""
+    page = browser.new_page()
+    notices = io.StringIO()
+    try:
+        agent = PageAgent(notices=notices)
+        agent.page = page
+        with patch.object(terminal, "NOTICE_AFTER_S", 0.2):
+            assert agent._wait("false", "the page to start", guard_s=1.0) is False
+        assert notices.getvalue().startswith("waiting for the page to start (")
+
+        agent.deadline = time.monotonic() + 0.5
+        with pytest.raises(WaitTimedOut) as caught:
+            agent._wait("false", "the MCP server calc to connect", guard_s=60)
+        assert caught.value.message(20) == (
+            "no answer within 20 s: still waiting for the MCP server calc to connect"
+        )
+    finally:
+        page.close()
+    assert WaitTimedOut("the page to start", guard_s=180).message(1800) == (
+        "no answer within 180 s: still waiting for the page to start"
+    )

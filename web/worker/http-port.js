@@ -110,7 +110,10 @@ export function createHttpPort(post) {
         state.timer = setTimeout(() => {
           if (!state.head) return;
           abort(id);
-          resolve(bridgeFailed("timeout", `${originOf(request.url)} did not answer in time.`));
+          // The extension answers a server's silence itself, at the request's limit: past
+          // it and the grace, the extension is what went silent.
+          const seconds = (request.timeout_ms + BRIDGE_GRACE_MS) / 1000;
+          resolve(bridgeFailed("bridge-silent", `the agent_py bridge extension sent no answer within ${seconds} s (it was disabled, reloaded or updated while the page was open?). Reload this page; if that does not help, reload the extension.`));
         }, request.timeout_ms + BRIDGE_GRACE_MS);
       }
       post(toUI.bridgeRequest(id, request));

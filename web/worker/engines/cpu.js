@@ -363,10 +363,13 @@ export class CpuEngine {
     };
     let summary;
     this.cachedText = "";
+    const worker = this.worker;
     try {
       summary = await this.request("generate", { prompt, params, batch: this.options.promptBatch }, onEvent, true);
     } catch (error) {
-      throw chatError(error);
+      const failure = chatError(error);
+      if (failure.kind === "crashed") this.forgetCrashed(worker);
+      throw failure;
     }
     const { finish_reason: finish, ...usage } = summary;
     this.cachedText = prompt + text;
@@ -399,12 +402,27 @@ export class CpuEngine {
       if ("error" in data) waiting.reject(new Error(data.error));
       else waiting.resolve(data.result);
     };
-    // The worker died (a crash in llama.cpp, a script that failed to load): every call fails.
+    // The worker died (a crash in llama.cpp, a script that failed to load): every call fails,
+    // and the engine forgets it, so the next call loads the model into a new one.
     worker.onerror = (event) => {
       event.preventDefault?.();
-      this.failAll(worker, new Error(`the engine's worker stopped: ${event.message || "it crashed"}`));
+      this.failAll(worker, crashError(`the engine's worker stopped: ${event.message || "it crashed"}`));
+      this.forgetCrashed(worker);
     };
     this.worker = worker;
+  }
+
+  /** A crashed worker's module cannot be trusted again: it goes, and with it the model. */
+  forgetCrashed(worker) {
+    if (this.worker !== worker) return;
+    this.worker = null;
+    this.loadedModel = null;
+    this.loadedUrl = null;
+    this.template = null;
+    this.modelInfo = null;
+    this.pinned = null;
+    this.cachedText = "";
+    worker.terminate();
   }
 
   failAll(worker, error) {
@@ -687,12 +705,17 @@ function loadError(url, error, isBundled) {
   return new EngineError(/memory/i.test(raw) ? "memory" : "engine", message, { cause: error });
 }
 
+/** A crash of llama.cpp or of its worker: the call fails, and the next one loads the model
+ * into a new worker (kind "crashed": the Python side then counts the model as not loaded). */
+function crashError(raw, cause = undefined) {
+  const message = `The CPU engine crashed (${raw}); the next call loads the model again.`;
+  return new EngineError(/memory/i.test(raw) ? "memory" : "crashed", message, { cause });
+}
+
 function chatError(error) {
+  if (error instanceof EngineError) return error;
   const raw = String(error?.message || error);
-  if (/worker stopped|RuntimeError|unreachable|abort\(/i.test(raw)) {
-    const message = `The CPU engine crashed while generating (${raw}). Load the model again.`;
-    return new EngineError(/memory/i.test(raw) ? "memory" : "engine", message, { cause: error });
-  }
+  if (/RuntimeError|unreachable|abort\(/i.test(raw)) return crashError(raw, error);
   const kind = /out of memory|allocation failed|context is full|more tokens than/i.test(raw)
     ? (/context|tokens than/i.test(raw) ? "context" : "memory")
     : "engine";

@@ -1,6 +1,8 @@
 // Engine errors as messages a person understands, plus a kind the Python side acts on:
 // "memory" becomes MemoryPressureError (the auto residency policy then unloads and retries).
-// Kinds: webgpu, f16, memory, config, context, network, cancelled, engine.
+// "crashed" (the CPU engine's worker died; it loads the model again) makes the Python side count
+// the model as not loaded.
+// Kinds: webgpu, f16, memory, config, context, network, cancelled, crashed, engine.
 
 const BY_NAME = {
   WebGPUNotAvailableError: ["webgpu", "This browser has no WebGPU, which the WebLLM engine needs. Use a recent Chrome or Edge with a GPU."],
