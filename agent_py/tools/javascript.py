@@ -46,7 +46,9 @@ class JavascriptExecutor(CodeTool[JSRunner]):
         "gives the value of its last expression, as a console does); console.log output is "
         "captured. Each call starts afresh (nothing one call defines exists in another): write "
         "the whole computation in one call. Use it for calculations, data transformation and "
-        "parsing."
+        "parsing. Dates: write new Date('2024-01-31'), the ISO text, not new Date(y, m, d), "
+        "whose months count from 0; getDay() is a number, so name a weekday with "
+        "toLocaleDateString('en-US', {weekday: 'long', timeZone: 'UTC'})."
     )
     input_schema = code_input_schema("JavaScript function body; use return for the result")
     code_language = "JavaScript"
