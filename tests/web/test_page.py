@@ -60,6 +60,21 @@ def run_task(page: Any, question: str, replies: dict[str, Any]) -> None:
     page.get_by_role("button", name="Run").click()
 
 
+def start_generation(page: Any, question: str, generate: dict[str, Any]) -> None:
+    """Runs a one-step plan whose llm_generator step's reply is ``generate`` (a slow or a
+    wedged one), and returns once that step runs."""
+    run_task(
+        page,
+        question,
+        {
+            "plan": plan([step("s1", "llm_generator", {"prompt": question})]),
+            "generate": generate,
+            "rethink": done("never"),
+        },
+    )
+    page.wait_for_selector('[data-step="s1"][data-status="running"]')
+
+
 def wait_final(page: Any, timeout: int = 60_000) -> str:
     page.wait_for_function(
         "document.querySelector('.turn:last-of-type')?.dataset.state", timeout=timeout
@@ -137,16 +152,7 @@ def test_scripted_run_renders_plan_statuses_thinking_and_a_safe_markdown_answer(
 
 def test_stop_ends_a_running_task_and_the_ui_says_so(page: Any, scripted: str) -> None:
     open_app(page, scripted)
-    run_task(
-        page,
-        "write slowly",
-        {
-            "plan": plan([step("s1", "llm_generator", {"prompt": "write a lot"})]),
-            "generate": {"text": "word " * 200, "delay_ms": 30_000},
-            "rethink": done("never"),
-        },
-    )
-    page.wait_for_selector('[data-step="s1"][data-status="running"]')
+    start_generation(page, "write slowly", {"text": "word " * 200, "delay_ms": 30_000})
 
     started = time.monotonic()
     page.get_by_role("button", name="Stop").click()
@@ -167,16 +173,7 @@ def test_a_stop_the_wedged_agent_cannot_honour_restarts_it_and_the_next_run_work
     sees the Stop: after the grace the page replaces the worker, says so, marks the turn,
     and the agent takes the next task."""
     open_app(page, scripted)
-    run_task(
-        page,
-        "write",
-        {
-            "plan": plan([step("s1", "llm_generator", {"prompt": "write"})]),
-            "generate": {"text": "never", "busy_ms": 600_000},
-            "rethink": done("never"),
-        },
-    )
-    page.wait_for_selector('[data-step="s1"][data-status="running"]')
+    start_generation(page, "write", {"text": "never", "busy_ms": 600_000})
     page.get_by_role("button", name="Stop").click()
 
     page.wait_for_function(
@@ -533,16 +530,9 @@ def test_a_reload_mid_run_keeps_the_history_which_exports_as_jsonl(
     page: Any, scripted: str
 ) -> None:
     open_app(page, scripted)
-    run_task(
-        page,
-        "a task interrupted by a reload",
-        {
-            "plan": plan([step("s1", "llm_generator", {"prompt": "slow"})]),
-            "generate": {"text": "slow words", "delay_ms": 60_000},
-            "rethink": done("never"),
-        },
+    start_generation(
+        page, "a task interrupted by a reload", {"text": "slow words", "delay_ms": 60_000}
     )
-    page.wait_for_selector('[data-step="s1"][data-status="running"]')
 
     page.reload()
     page.wait_for_function("document.body.dataset.status === 'ready'", timeout=90_000)

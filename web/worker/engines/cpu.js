@@ -212,7 +212,8 @@ export class CpuEngine {
     this.counts.unloads += 1;
   }
 
-  async exit() {
+  /** Forgets the worker and the model in it; returns that worker (null: none). */
+  detach() {
     const worker = this.worker;
     this.worker = null;
     this.loadedModel = null;
@@ -221,6 +222,11 @@ export class CpuEngine {
     this.modelInfo = null;
     this.pinned = null;
     this.cachedText = "";
+    return worker;
+  }
+
+  async exit() {
+    const worker = this.detach();
     if (!worker) return;
     // Running generations end at their next step; then the worker (and all its memory) goes.
     this.interrupt(worker);
@@ -415,14 +421,7 @@ export class CpuEngine {
   /** A crashed worker's module cannot be trusted again: it goes, and with it the model. */
   forgetCrashed(worker) {
     if (this.worker !== worker) return;
-    this.worker = null;
-    this.loadedModel = null;
-    this.loadedUrl = null;
-    this.template = null;
-    this.modelInfo = null;
-    this.pinned = null;
-    this.cachedText = "";
-    worker.terminate();
+    this.detach().terminate();
   }
 
   failAll(worker, error) {
