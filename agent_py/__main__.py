@@ -200,7 +200,7 @@ def add_eval_command(commands: Any) -> None:
         help="run the real-task suite in the page and print the score",
         description="Runs the real-task suite in the page (headless Chromium) with one engine. "
         "For WebLLM, use a Chrome with a GPU: --engine webllm --browser "
-        "/usr/bin/google-chrome --headed (see the README).",
+        "/usr/bin/google-chrome --headed (see docs/suite.md).",
     )
     evaluate.add_argument(
         "--engine", choices=["scripted", "cpu", "webllm", "openai"], default="cpu"

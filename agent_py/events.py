@@ -70,7 +70,7 @@ class EventType(StrEnum):
 
 
 class Event(BaseModel):
-    """One record. ``meta`` holds the structured details of each type (see README)."""
+    """One record. ``meta`` holds the structured details of each type (see docs/api.md)."""
 
     model_config = ConfigDict(frozen=True)
 

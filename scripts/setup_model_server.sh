@@ -2,7 +2,7 @@
 # The tests' OpenAI-compatible model server: llama.cpp's own llama-server, built natively from
 # the llama.cpp that PyPI's llama-cpp-python sdist vendors (the same sha256-pinned sdist as the
 # CPU engine's WebAssembly build, scripts/wasm_llama_lib.sh), unchanged. It lands in
-# .artifacts/model-server/llama-server; only the tests and the README's suite row use it.
+# .artifacts/model-server/llama-server; only the tests and the suite's model-server row (docs/benchmarks.md) use it.
 #
 # The build takes about 5 minutes on two cores, so the binary is kept per machine in
 # ~/.cache/agent_py (keyed by the sdist and the flags) and a fresh clone on the same machine

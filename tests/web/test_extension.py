@@ -222,7 +222,7 @@ def test_servers_see_the_extension_origin_and_no_credentials(
     assert "referer" not in seen["headers"]
 
     # The SDK's default DNS-rebinding protection on loopback refuses that origin (403):
-    # such a server must list chrome-extension://<id> among its allowed origins (README).
+    # such a server must list chrome-extension://<id> among its allowed origins (docs/mcp.md).
     with start_sdk_server(tmp_path_factory.mktemp("strict")) as strict_url:
         set_lists(extension, pages=[page_origin], targets=[strict_url.rsplit("/", 1)[0]])
         answer = bridge_fetch(

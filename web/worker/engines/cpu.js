@@ -26,7 +26,7 @@ import CATALOG from "../../models.json" with { type: "json" };
 export const CPU_MODEL_CATALOG = CATALOG.models;
 export const BUNDLED_CPU_MODELS = CATALOG.models.map((model) => model.id);
 // llama.cpp's batch: a long prompt reports progress every 256 tokens, and 256 prefilled the
-// planner's prompt faster than larger batches (README, "CPU engine speed").
+// planner's prompt faster than larger batches (docs/models.md, "CPU engine speed").
 const PROMPT_BATCH = 256;
 const MAX_THREADS = 16; // the size of the build's thread pool
 const WORKER_URL = new URL("./cpu-worker.js", import.meta.url).href;
