@@ -1,10 +1,10 @@
 """agent_py: a local plan-and-execute agent for the browser (Pyodide) and CPython."""
 
-from agent_py.agent import DEFAULT_MODEL, Agent, AgentConfig, RunResult, RunStats, StepRecord
-from agent_py.errors import AgentError, PlanParseError, RunFailure
-from agent_py.events import AgentState, Event, EventType
-from agent_py.history import EventRecorder, FileSink, Hooks, MemorySink, read_history_file
-from agent_py.llm import (
+from agent_py.core.agent import DEFAULT_MODEL, Agent, AgentConfig, RunResult, RunStats, StepRecord
+from agent_py.core.errors import AgentError, PlanParseError, RunFailure
+from agent_py.core.events import AgentState, Event, EventType
+from agent_py.core.history import EventRecorder, FileSink, Hooks, MemorySink, read_history_file
+from agent_py.core.llm import (
     LLM,
     CallInfo,
     CallPurpose,
@@ -18,11 +18,11 @@ from agent_py.llm import (
     ScriptedLLM,
     Usage,
 )
-from agent_py.model_client import ReplyBudgets
-from agent_py.parsing import parse_plan, parse_rethink
-from agent_py.plan import PlanSchema, PlanShape, StepSchema, TaskSchema, plan_json_schema
-from agent_py.planner import PlanAndRethink
-from agent_py.tool_call import ToolCall
+from agent_py.core.model_client import ReplyBudgets
+from agent_py.core.parsing import parse_plan, parse_rethink
+from agent_py.core.plan import PlanSchema, PlanShape, StepSchema, TaskSchema, plan_json_schema
+from agent_py.core.planner import PlanAndRethink
+from agent_py.core.step_action import StepAction
 from agent_py.tools import (
     JavascriptExecutor,
     LLMGenerator,
@@ -68,11 +68,11 @@ __all__ = [
     "RunResult",
     "RunStats",
     "ScriptedLLM",
+    "StepAction",
     "StepRecord",
     "StepSchema",
     "TaskSchema",
     "ToolBase",
-    "ToolCall",
     "ToolContext",
     "ToolError",
     "ToolRegistry",

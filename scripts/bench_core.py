@@ -31,8 +31,8 @@ from agent_py import (
     ToolContext,
     ToolResult,
 )
-from agent_py.budget import prompt_tokens
-from agent_py.llm import CallPurpose
+from agent_py.core.budget import prompt_tokens
+from agent_py.core.llm import CallPurpose
 
 REPEATS = 30
 

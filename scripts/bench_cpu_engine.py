@@ -51,9 +51,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent_py.plan import PlanShape, plan_json_schema  # noqa: E402
-from agent_py.terminal import load_browser_config  # noqa: E402
-from agent_py.web_server import start_server  # noqa: E402
+from agent_py.cli.terminal import load_browser_config  # noqa: E402
+from agent_py.cli.web_server import start_server  # noqa: E402
+from agent_py.core.plan import PlanShape, plan_json_schema  # noqa: E402
 
 HARNESS = "dev/cpu_engine_harness.html"
 MODELS_DIR = ROOT / "web" / "models"

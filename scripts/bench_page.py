@@ -46,8 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # worktree shares the main checkout's virtual environment and its editable install).
 sys.path.insert(0, str(ROOT))
 
-from agent_py.terminal import load_browser_config  # noqa: E402
-from agent_py.web_server import start_server  # noqa: E402
+from agent_py.cli.terminal import load_browser_config  # noqa: E402
+from agent_py.cli.web_server import start_server  # noqa: E402
 
 STEPS = 9  # three tasks of three generator steps
 RUNS = 20

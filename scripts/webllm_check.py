@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_py.__main__ import allow_weights_download
-from agent_py.terminal import PageAgent, SetupError
+from agent_py.cli.main import allow_weights_download
+from agent_py.cli.terminal import PageAgent, SetupError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -37,7 +37,7 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from agent_py.llm import (
+from agent_py.core.llm import (
     LLM,
     CallInfo,
     CallPurpose,

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent_py.cli.terminal import PageAgent, SetupError
+from agent_py.core.events import Event
 from agent_py.evals.suite import EvalTask, Split, Tier, Verdict, check
-from agent_py.events import Event
-from agent_py.terminal import PageAgent, SetupError
 
 SERVER_START_S = 60.0  # a hang guard: the server starts in about a second
 

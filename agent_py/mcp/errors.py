@@ -4,7 +4,7 @@ Every error's message is meant for the user: it says what happened and, where th
 something to do, what to do. The classes let code react (reconnect, ask for a token)
 without parsing messages.
 
-    MCPError (an agent_py.errors.AgentError)
+    MCPError (an agent_py.core.errors.AgentError)
     ├── MCPConfigError          the server's settings cannot work here
     ├── MCPConnectionError      the server cannot be reached, or the connection broke
     ├── MCPTimeoutError         no answer in time (the request was cancelled)
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_py.errors import AgentError
+from agent_py.core.errors import AgentError
 
 
 class MCPError(AgentError):

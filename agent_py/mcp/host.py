@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from mcp_types import Tool
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult
 from agent_py.mcp.auth import Authorizer
 from agent_py.mcp.client import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_TOOL_TIMEOUT_S, MCPClient
 from agent_py.mcp.elicitation import ElicitationHandler
@@ -28,7 +29,6 @@ from agent_py.mcp.errors import MCPConfigError, MCPError
 from agent_py.mcp.local import cpython_transport
 from agent_py.mcp.results import content_text, result_data
 from agent_py.mcp.transport import HTTPTransport
-from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
 
 ServerTransport = Literal["auto", "fetch", "bridge", "http"]
 """``fetch``: the page's fetch (needs CORS headers); ``bridge``: the extension performs the

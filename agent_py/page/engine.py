@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from agent_py.llm import (
+from agent_py.core.llm import (
     LLM,
     CallInfo,
     ChatReply,

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from agent_py.llm import CallInfo, Usage
+from agent_py.core.llm import CallInfo, Usage
 from agent_py.tools.javascript import JSRunResult
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from agent_py.plan import PlanSchema
-from agent_py.review import ReviewAnswer, ReviewPolicy
-from agent_py.tools.registry import ToolRegistry
+from agent_py.core.plan import PlanSchema
+from agent_py.core.registry import ToolRegistry
+from agent_py.core.review import ReviewAnswer, ReviewPolicy
 
 if TYPE_CHECKING:
     from agent_py.page.user import UserBridge

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from agent_py.tools.base import ToolBase
+from agent_py.core.tool import ToolBase
 
 if TYPE_CHECKING:
     from agent_py.mcp.auth import Authorizer

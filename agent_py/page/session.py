@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from agent_py.agent import Agent
-from agent_py.conversation import SessionState
-from agent_py.errors import SetupError
-from agent_py.events import Event
-from agent_py.llm import LLM
+from agent_py.core.agent import Agent
+from agent_py.core.conversation import SessionState
+from agent_py.core.decline import Decline
+from agent_py.core.errors import SetupError
+from agent_py.core.events import Event
+from agent_py.core.llm import LLM
+from agent_py.core.tool import ToolBase
 from agent_py.page.engine import BridgeJSRunner, BridgeLLM, BridgePyRunner
 from agent_py.page.ports import Bridge
 from agent_py.page.review import PageReviewer
 from agent_py.page.servers import PageServers
 from agent_py.page.settings import PageSettings
-from agent_py.tools.base import ToolBase
-from agent_py.tools.decline import Decline
 from agent_py.tools.javascript import JavascriptExecutor
 from agent_py.tools.llm_generator import LLMGenerator
 from agent_py.tools.python import PythonExecutor
@@ -152,8 +152,8 @@ class PageSession:
         """Do now, while the user types, what the first task would otherwise do on its way:
         import jsonschema (not needed to be ready), build the built-in tools' argument
         validators, and read and compile the prompt templates."""
-        from agent_py import prompts
-        from agent_py.tools.schema import validate_arguments
+        from agent_py.core import prompts
+        from agent_py.core.tool_schema import validate_arguments
 
         for tool in self._ensure_agent().tools:
             validate_arguments(tool.input_schema, {})  # the validator is built and cached

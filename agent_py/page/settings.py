@@ -7,12 +7,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 
-from agent_py.agent import DEFAULT_MODEL, AgentConfig
-from agent_py.llm import ModelRoles, ResidencyPolicy, Sampling
-from agent_py.model_client import ReplyBudgets
-from agent_py.plan import PlanShape
-from agent_py.profiles import DEFAULT_CPU_MODEL, ModelProfile, Strategy, profile_for
-from agent_py.review import ReviewPolicy
+from agent_py.core.agent import DEFAULT_MODEL, AgentConfig
+from agent_py.core.llm import ModelRoles, ResidencyPolicy, Sampling
+from agent_py.core.model_client import ReplyBudgets
+from agent_py.core.plan import PlanShape
+from agent_py.core.profiles import DEFAULT_CPU_MODEL, ModelProfile, Strategy, profile_for
+from agent_py.core.review import ReviewPolicy
 from agent_py.tools.javascript import DEFAULT_TIMEOUT_S as JS_TIMEOUT_S
 
 
@@ -29,7 +29,7 @@ class PageSettings(BaseModel):
     what comes back (:meth:`PageSession.settings_info`, in the ``ready`` and ``settings``
     messages) is every setting in effect, the defaults and the chosen profile, which the UI and
     the tests read. ``engine_kind`` (set by the worker: webllm, cpu or scripted) and the model
-    choose the :class:`~agent_py.profiles.ModelProfile` when ``profile`` is auto.
+    choose the :class:`~agent_py.core.profiles.ModelProfile` when ``profile`` is auto.
     ``plan_shape``, ``budgets``, ``strategy`` and ``sampling`` override the profile's, for
     measurements.
     """

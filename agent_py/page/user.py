@@ -16,7 +16,7 @@ The worker registers a JavaScript object (``web/worker/user-port.js``, as the Py
 ``elicit(form_json)`` -> ``{"action", "content"}``
     Show an :class:`~agent_py.mcp.elicitation.ElicitationForm` (``to_json()``) and return what
     the user did.
-``reviewPlan(request_json)`` -> a :class:`~agent_py.review.ReviewAnswer`
+``reviewPlan(request_json)`` -> a :class:`~agent_py.core.review.ReviewAnswer`
     ``{"plan", "question", "problem", "policy", "tools": {name: {"remote": bool}}}``: show the
     plan for review (``problem``: why the last edit was refused) and return the user's answer.
 

@@ -1,12 +1,13 @@
-"""Tools: what a tool is, how its arguments are checked, and the built-ins. A leaf: how a step
-calls a tool is the executor's (``agent_py.tool_call``)."""
+"""The built-in tools (JavaScript, Python, the model as a writer), and for tool authors what a
+tool is, re-exported from the core (``agent_py.core.tool``, ``registry``, ``tool_schema``). How
+a step calls a tool is the executor's (``agent_py.core.step_action``)."""
 
-from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
+from agent_py.core.registry import ToolRegistry
+from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult
+from agent_py.core.tool_schema import validate_arguments
 from agent_py.tools.javascript import JavascriptExecutor, JSRunner, JSRunResult
 from agent_py.tools.llm_generator import LLMGenerator
 from agent_py.tools.python import PyRunner, PyRunResult, PythonExecutor
-from agent_py.tools.registry import ToolRegistry
-from agent_py.tools.schema import validate_arguments
 
 __all__ = [
     "JSRunResult",

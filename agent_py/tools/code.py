@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, ClassVar, Generic, TypeVar
 
-from agent_py.tools.base import JSONSchema, ToolBase, ToolError
+from agent_py.core.tool import JSONSchema, ToolBase, ToolError
 
 RunnerT = TypeVar("RunnerT")
 

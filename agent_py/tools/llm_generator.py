@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_py.answer_checks import (
+from agent_py.core.answer_checks import (
     before_it_starts_over,
     echoes_instructions,
     refuses,
     repeats_itself,
 )
-from agent_py.llm import CallPurpose, Message
-from agent_py.prompts import render
-from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
+from agent_py.core.llm import CallPurpose, Message
+from agent_py.core.prompts import render
+from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult
 
 
 class LLMGenerator(ToolBase):

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent_py.tools.base import ToolContext, ToolError, ToolResult
+from agent_py.core.tool import ToolContext, ToolError, ToolResult
 from agent_py.tools.code import (
     CodeTool,
     code_input_schema,

@@ -35,8 +35,8 @@ from agent_py import (
     ToolContext,
     ToolResult,
 )
-from agent_py.budget import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
-from agent_py.llm import CallPurpose
+from agent_py.core.budget import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
+from agent_py.core.llm import CallPurpose
 from agent_py.tools.node_runner import NodeRunner
 
 

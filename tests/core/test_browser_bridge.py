@@ -12,13 +12,13 @@ import pytest
 from pydantic import ValidationError
 
 from agent_py import AgentState, MemoryPressureError
-from agent_py.agent import AgentConfig
-from agent_py.errors import SetupError
-from agent_py.llm import CallInfo, CallPurpose, LLMError, ManagedLLM, ModelRoles
+from agent_py.core.agent import AgentConfig
+from agent_py.core.errors import SetupError
+from agent_py.core.llm import CallInfo, CallPurpose, LLMError, ManagedLLM, ModelRoles
+from agent_py.core.profiles import DEFAULT_CPU_MODEL, profile_for
 from agent_py.page.engine import BridgeLLM, BridgePyRunner, EngineCrashedError
 from agent_py.page.session import PageSession
 from agent_py.page.settings import PageSettings
-from agent_py.profiles import DEFAULT_CPU_MODEL, profile_for
 from agent_py.tools.python import program_for
 from agent_py.tools.python_driver import run_source
 
@@ -176,9 +176,9 @@ def test_warming_up_builds_what_the_first_task_needs_before_it_runs() -> None:
     probe = """
 import json, sys
 from pathlib import Path
-from agent_py import prompts
+from agent_py.core import prompts
 from agent_py.page.session import PageSession
-from agent_py.tools import schema
+from agent_py.core import tool_schema as schema
 
 class Bridge:
     def emit(self, event_json): pass

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from agent_py.concurrency import deadline, run_abandonable, run_together
+from agent_py.core.concurrency import deadline, run_abandonable, run_together
 
 TIMED_OUT = object()
 
@@ -124,7 +124,7 @@ async def test_a_deadline_nested_in_another_reports_its_own_expiry() -> None:
 async def test_ended_deadlines_do_not_pile_up_until_they_would_have_been_due() -> None:
     """A long session ends dozens of deadlines a run, each due minutes later: the shared heap
     keeps only a bounded number of ended ones, not every one of the last ten minutes."""
-    from agent_py.concurrency import _Deadlines, _deadlines
+    from agent_py.core.concurrency import _Deadlines, _deadlines
 
     for _ in range(1000):
         async with deadline(600):

@@ -11,11 +11,11 @@ from pathlib import Path
 from support import EchoTool, default_tools, make_agent, plan_reply, step
 
 from agent_py import Agent, AgentConfig, AgentState, FileSink, ScriptedLLM, read_history_file
-from agent_py.agent import EARLIER_TURNS_SHARE
-from agent_py.budget import estimate_tokens, prompt_tokens
-from agent_py.conversation import TurnDigest, digests_from_events, turns_that_fit
-from agent_py.llm import CallInfo, CallPurpose, Message
-from agent_py.profiles import SMALL
+from agent_py.core.agent import EARLIER_TURNS_SHARE
+from agent_py.core.budget import estimate_tokens, prompt_tokens
+from agent_py.core.conversation import TurnDigest, digests_from_events, turns_that_fit
+from agent_py.core.llm import CallInfo, CallPurpose, Message
+from agent_py.core.profiles import SMALL
 
 FIRST = "Use JavaScript to compute 6 times 7."
 FOLLOW_UP = "Add 8 to that result."
@@ -146,7 +146,7 @@ async def test_twenty_earlier_turns_stay_within_their_share_of_the_window() -> N
 
 def test_an_older_history_without_digests_gives_question_and_answer() -> None:
     """Histories written before digests: the turn is rebuilt from turn_start and final."""
-    from agent_py.events import Event, EventType
+    from agent_py.core.events import Event, EventType
 
     events = [
         Event(session="s", turn=1, type=EventType.TURN_START, content="What is 6 times 7?"),

@@ -26,9 +26,9 @@ from agent_py import (
     ToolContext,
     ToolResult,
 )
-from agent_py.budget import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
-from agent_py.llm import CallPurpose
-from agent_py.model_client import ReplyBudgets
+from agent_py.core.budget import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
+from agent_py.core.llm import CallPurpose
+from agent_py.core.model_client import ReplyBudgets
 from tests.support import CONTINUE, EchoTool, SleepTool, make_agent, of_type, plan_reply, step
 
 # The closing words of each purpose's instruction: a prompt that lost them is useless.

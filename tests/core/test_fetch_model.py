@@ -126,7 +126,7 @@ def test_a_file_whose_header_is_another_model_is_refused(registry: Path) -> None
 
 
 def test_the_catalog_pins_every_bundled_model_and_holds_the_default() -> None:
-    from agent_py.profiles import DEFAULT_CPU_MODEL
+    from agent_py.core.profiles import DEFAULT_CPU_MODEL
 
     catalog = load_catalog()
     assert DEFAULT_CPU_MODEL in catalog

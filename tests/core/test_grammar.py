@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
-from agent_py.grammar import compact_grammar
-from agent_py.plan import PlanShape, plan_json_schema
-from agent_py.profiles import TINY
+from agent_py.core.grammar import compact_grammar
+from agent_py.core.plan import PlanShape, plan_json_schema
+from agent_py.core.profiles import TINY
 from agent_py.tools import JavascriptExecutor, LLMGenerator
 
 LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')  # a GBNF string literal, escapes included

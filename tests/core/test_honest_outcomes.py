@@ -11,19 +11,19 @@ import pytest
 from support import CONTINUE, EchoTool, make_agent, of_type, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, EventType, LLMError, ScriptedLLM
-from agent_py.answer_checks import (
+from agent_py.cli.terminal import EXIT_FAILED, EXIT_OK, report_result
+from agent_py.core.answer_checks import (
     data_left_out,
     echoes_instructions,
     question_data,
     refuses,
     repeats_itself,
 )
-from agent_py.events import FailureCause
-from agent_py.llm import CallInfo, Message
-from agent_py.profiles import TINY
-from agent_py.prompts import render
-from agent_py.terminal import EXIT_FAILED, EXIT_OK, report_result
-from agent_py.tools.decline import Decline
+from agent_py.core.decline import Decline
+from agent_py.core.events import FailureCause
+from agent_py.core.llm import CallInfo, Message
+from agent_py.core.profiles import TINY
+from agent_py.core.prompts import render
 from agent_py.tools.llm_generator import LLMGenerator
 
 ONE_STEP = plan_reply([step("s1", "echo", {"text": "a", "times": 1})])
@@ -461,6 +461,6 @@ async def test_a_plan_that_declines_ends_failed_with_its_reason_and_runs_nothing
 
 
 def test_the_decline_tool_is_offered_to_small_models_not_tiny_ones() -> None:
-    from agent_py.profiles import SMALL
+    from agent_py.core.profiles import SMALL
 
     assert SMALL.strategy.decline and not TINY.strategy.decline

@@ -1,10 +1,14 @@
 """The house rules of the layout, as imports (every import counts, lazy ones and those only
 for type checking included):
 
-- the core (``agent_py``'s top-level modules and ``prompts``) never imports the page's side
-  (``agent_py.page``) or MCP (``agent_py.mcp``);
-- ``agent_py.tools`` never imports MCP, the page, or the executor that calls tools;
+- the core (``agent_py.core``: the loop, plans, the model layer, what a tool is, records) is a
+  leaf: it imports nothing of ``agent_py`` outside itself;
+- the adapters beside it (``tools``, ``mcp``, ``engines``, ``page``, ``evals``) never import the
+  command line (``agent_py.cli``, CPython only);
+- ``agent_py.tools`` (the built-in tools) never imports MCP, the page, or the executor that
+  calls tools;
 - ``agent_py.mcp`` never imports the page;
+- ``agent_py.engines`` never imports the page or the executor;
 - in ``web/``, a file of the UI thread (``ui/``) never imports a file of the agent's worker
   (``worker/``).
 """
@@ -20,9 +24,16 @@ import agent_py
 PACKAGE = Path(agent_py.__file__).parent
 WEB = PACKAGE.parent / "web"
 
-# Entry points and CPython-only drivers: they may use any part.
-ENTRY_POINTS = {"__main__", "terminal", "web_server", "demo"}
-EXECUTOR = {"agent_py.agent", "agent_py.planner", "agent_py.execution", "agent_py.tool_call"}
+# The adapters beside the core; the package's own face (``agent_py/__init__.py``,
+# ``__main__.py``) and the command line (``cli``) may use any part.
+ADAPTERS = {"page", "mcp", "tools", "evals", "engines"}
+CLI = {"agent_py.cli", "agent_py.__main__"}
+EXECUTOR = {
+    "agent_py.core.agent",
+    "agent_py.core.planner",
+    "agent_py.core.execution",
+    "agent_py.core.step_action",
+}
 
 # web/: ui/ runs on the UI thread, worker/ in the agent's worker; protocol.js (the message
 # names) is shared, and the files addressed by URL stay at the root.
@@ -57,11 +68,11 @@ def imports_of(path: Path) -> set[str]:
 
 def room_of(module: str) -> str:
     parts = module.split(".")
-    if len(parts) > 1 and parts[1] in {"page", "mcp", "tools", "evals", "engines"}:
+    if len(parts) > 1 and parts[1] in ADAPTERS:
         return parts[1]
-    if len(parts) > 1 and parts[1] in ENTRY_POINTS:
-        return "entry"
-    return "core"
+    if len(parts) > 1 and parts[1] == "core":
+        return "core"
+    return "entry"  # agent_py itself, __main__, cli
 
 
 def within(name: str, prefixes: set[str]) -> bool:
@@ -70,16 +81,25 @@ def within(name: str, prefixes: set[str]) -> bool:
 
 def broken_rules(modules: dict[str, set[str]]) -> list[str]:
     """``module imports name: rule`` for every import that breaks a rule."""
+    outside_core = {f"agent_py.{name}" for name in ADAPTERS} | CLI
+    cli = CLI
     forbidden = {
-        "core": ({"agent_py.page", "agent_py.mcp"}, "the core never imports the page or MCP"),
+        "core": (outside_core, "the core imports nothing of agent_py outside itself"),
         "tools": (
-            {"agent_py.page", "agent_py.mcp", *EXECUTOR},
-            "tools never import MCP, the page or the executor",
+            {"agent_py.page", "agent_py.mcp", *EXECUTOR, *cli},
+            "tools never import MCP, the page, the executor or the command line",
         ),
-        "mcp": ({"agent_py.page"}, "MCP never imports the page"),
+        "mcp": ({"agent_py.page", *cli}, "MCP never imports the page or the command line"),
         "engines": (
-            {"agent_py.page", *EXECUTOR},
-            "engines never import the page or the executor (they may use MCP's transports)",
+            {"agent_py.page", *EXECUTOR, *cli},
+            "engines never import the page, the executor or the command line (they may use "
+            "MCP's transports)",
+        ),
+        "page": (cli, "the page's side never imports the command line"),
+        "evals": (
+            {"agent_py.cli.main", "agent_py.__main__"},
+            "the suite never imports the command line's entry point (it drives the page "
+            "through agent_py.cli.terminal)",
         ),
     }
     broken = []
@@ -89,7 +109,9 @@ def broken_rules(modules: dict[str, set[str]]) -> list[str]:
             continue
         prefixes, why = rule
         broken += [
-            f"{module} imports {name}: {why}" for name in sorted(names) if within(name, prefixes)
+            f"{module} imports {name}: {why}"
+            for name in sorted(names)
+            if within(name, prefixes) or (room_of(module) == "core" and name == "agent_py")
         ]
     return broken
 
@@ -123,17 +145,29 @@ def test_the_python_rooms_keep_their_rules() -> None:
 def test_a_broken_rule_is_found() -> None:
     """The check itself: imports that break each rule are reported, and allowed ones are not."""
     modules = {
-        "agent_py.planner": {"agent_py.mcp.host", "agent_py.plan"},
-        "agent_py.tools.base": {"agent_py.tool_call", "agent_py.llm"},
+        "agent_py.core.planner": {"agent_py.mcp.host", "agent_py.core.plan"},
+        "agent_py.core.execution": {"agent_py.tools.javascript", "agent_py.core.tool"},
+        "agent_py.core.history": {"agent_py.cli.terminal"},
+        "agent_py.core.llm": {"agent_py", "agent_py.ScriptedLLM"},
+        "agent_py.tools.code": {"agent_py.core.step_action", "agent_py.core.tool"},
         "agent_py.mcp.client": {"agent_py.page.http"},
-        "agent_py.page.session": {"agent_py.mcp.host", "agent_py.agent"},
-        "agent_py.terminal": {"agent_py.page.settings"},
+        "agent_py.page.session": {"agent_py.mcp.host", "agent_py.core.agent", "agent_py.cli"},
+        "agent_py.engines.model_server": {"agent_py.mcp.transport"},
+        "agent_py.cli.terminal": {"agent_py.page.settings", "agent_py.evals.suite"},
+        "agent_py": {"agent_py.tools", "agent_py.core.agent"},
     }
+    core_rule = "the core imports nothing of agent_py outside itself"
     assert broken_rules(modules) == [
-        "agent_py.mcp.client imports agent_py.page.http: MCP never imports the page",
-        "agent_py.planner imports agent_py.mcp.host: the core never imports the page or MCP",
-        "agent_py.tools.base imports agent_py.tool_call: "
-        "tools never import MCP, the page or the executor",
+        f"agent_py.core.execution imports agent_py.tools.javascript: {core_rule}",
+        f"agent_py.core.history imports agent_py.cli.terminal: {core_rule}",
+        f"agent_py.core.llm imports agent_py: {core_rule}",
+        f"agent_py.core.planner imports agent_py.mcp.host: {core_rule}",
+        "agent_py.mcp.client imports agent_py.page.http: "
+        "MCP never imports the page or the command line",
+        "agent_py.page.session imports agent_py.cli: "
+        "the page's side never imports the command line",
+        "agent_py.tools.code imports agent_py.core.step_action: "
+        "tools never import MCP, the page, the executor or the command line",
     ]
 
 

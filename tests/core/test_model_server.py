@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from agent_py.agent import Agent, AgentConfig
+from agent_py.core.agent import Agent, AgentConfig
+from agent_py.core.events import AgentState
+from agent_py.core.llm import CallInfo, CallPurpose, LLMError, ModelRoles, Sampling
+from agent_py.core.profiles import profile_for
 from agent_py.engines import model_server
 from agent_py.engines.model_server import ModelServerLLM, OutputFormat, ServerKind
-from agent_py.events import AgentState
-from agent_py.llm import CallInfo, CallPurpose, LLMError, ModelRoles, Sampling
 from agent_py.mcp.httpx_transport import HttpxTransport
-from agent_py.profiles import profile_for
 from agent_py.tools import LLMGenerator
 from tests.fake_model_server import DONE, MODEL, FakeModelServer, chunk, stream
 from tests.mcp.scripted_server import Reply, Request, ScriptedServer, json_reply, sse_reply

@@ -76,7 +76,7 @@ async def test_a_flood_on_raw_stdout_does_not_break_the_result() -> None:
 
 
 async def test_the_tool_reports_a_timeout_as_an_error() -> None:
-    from agent_py.tools.base import ToolError
+    from agent_py.core.tool import ToolError
 
     tool = JavascriptExecutor(runner, timeout_s=0.5)
     with pytest.raises(ToolError, match=r"longer than 0\.5 s"):
@@ -97,7 +97,7 @@ async def test_the_tool_reports_a_timeout_as_an_error() -> None:
 async def test_code_without_return_gives_its_last_expression_as_a_console_does(
     code: str, value: object
 ) -> None:
-    from agent_py.tools.base import ToolContext
+    from agent_py.core.tool import ToolContext
 
     tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
     result = await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
@@ -105,7 +105,7 @@ async def test_code_without_return_gives_its_last_expression_as_a_console_does(
 
 
 async def test_code_that_returns_and_prints_nothing_fails_its_step() -> None:
-    from agent_py.tools.base import ToolContext, ToolError
+    from agent_py.core.tool import ToolContext, ToolError
 
     tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
     with pytest.raises(ToolError, match="returned nothing and printed nothing"):
@@ -126,7 +126,7 @@ async def test_code_that_gives_no_value_fails_its_step_not_with_null(
     code: str, printed: str
 ) -> None:
     """NaN, undefined or null is what broken code gives: "null" must not pass for an answer."""
-    from agent_py.tools.base import ToolContext, ToolError
+    from agent_py.core.tool import ToolContext, ToolError
 
     tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
     with pytest.raises(ToolError) as failure:
@@ -139,7 +139,7 @@ async def test_code_that_gives_no_value_fails_its_step_not_with_null(
 
 
 async def test_code_that_caught_and_logged_its_error_fails_its_step() -> None:
-    from agent_py.tools.base import ToolContext, ToolError
+    from agent_py.core.tool import ToolContext, ToolError
 
     tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
     code = "try { null.x; } catch (e) { console.error(e.name); }"
@@ -149,7 +149,7 @@ async def test_code_that_caught_and_logged_its_error_fails_its_step() -> None:
 
 
 async def test_code_that_prints_null_beside_its_result_runs() -> None:
-    from agent_py.tools.base import ToolContext
+    from agent_py.core.tool import ToolContext
 
     tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
     code = "console.log(null); return 7;"
@@ -181,7 +181,7 @@ class CountingRunner:
     ],
 )
 async def test_code_that_only_gives_back_numbers_written_into_it_is_refused(code: str) -> None:
-    from agent_py.tools.base import ToolContext, ToolError
+    from agent_py.core.tool import ToolContext, ToolError
 
     runner = CountingRunner()
     tool = JavascriptExecutor(runner, timeout_s=5)
@@ -196,7 +196,7 @@ async def test_code_that_only_gives_back_numbers_written_into_it_is_refused(code
     ["return 6 * 7;", "return Math.max(17, 56);", "return 'hello';", "return [1, 2].length;", "-x"],
 )
 async def test_code_that_computes_or_returns_text_runs(code: str) -> None:
-    from agent_py.tools.base import ToolContext
+    from agent_py.core.tool import ToolContext
 
     runner = CountingRunner()
     tool = JavascriptExecutor(runner, timeout_s=5)
@@ -217,7 +217,7 @@ async def test_code_that_computes_or_returns_text_runs(code: str) -> None:
 )
 async def test_code_that_only_declares_a_function_runs_it(code: str, value: object) -> None:
     """A code model's habit: the answer written as a function that is never called."""
-    from agent_py.tools.base import ToolContext
+    from agent_py.core.tool import ToolContext
 
     tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
     result = await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
@@ -252,7 +252,7 @@ async def test_code_that_only_declares_a_function_needing_arguments_fails_saying
 ) -> None:
     """Nothing calls such a function and nothing here knows its arguments: the step fails
     with what to write instead, before anything runs."""
-    from agent_py.tools.base import ToolContext, ToolError
+    from agent_py.core.tool import ToolContext, ToolError
     from agent_py.tools.code import javascript_uncalled_function
 
     assert javascript_uncalled_function(code) == signature
@@ -286,7 +286,7 @@ def test_a_called_or_parameterless_function_is_not_refused_as_uncalled(code: str
 async def test_with_caret_is_power_a_caret_before_a_number_fails_naming_the_power(
     code: str,
 ) -> None:
-    from agent_py.tools.base import ToolContext, ToolError
+    from agent_py.core.tool import ToolContext, ToolError
 
     counting = CountingRunner()
     tool = JavascriptExecutor(counting, timeout_s=5, caret_is_power=True)
@@ -305,7 +305,7 @@ async def test_with_caret_is_power_a_caret_before_a_number_fails_naming_the_powe
     ],
 )
 async def test_a_caret_outside_arithmetic_runs(code: str, value: int) -> None:
-    from agent_py.tools.base import ToolContext
+    from agent_py.core.tool import ToolContext
 
     tool = JavascriptExecutor(NodeRunner(), timeout_s=5, caret_is_power=True)
     result = await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
@@ -313,7 +313,7 @@ async def test_a_caret_outside_arithmetic_runs(code: str, value: int) -> None:
 
 
 async def test_without_caret_is_power_xor_runs_as_written() -> None:
-    from agent_py.tools.base import ToolContext
+    from agent_py.core.tool import ToolContext
 
     tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
     result = await tool.run({"code": "return 5 ^ 3;"}, ToolContext(model=None))  # type: ignore[arg-type]

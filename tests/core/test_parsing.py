@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import plan_reply, step
 
-from agent_py.parsing import (
+from agent_py.core.parsing import (
     PlanParseError,
     ReplyParseError,
     RethinkStatus,
@@ -21,7 +21,7 @@ from agent_py.parsing import (
     parse_rethink,
     split_thinking,
 )
-from agent_py.plan import PlanSchema, StepSchema, TaskSchema
+from agent_py.core.plan import PlanSchema, StepSchema, TaskSchema
 
 PLAN_JSON = plan_reply([step("s1", "echo", {"text": "x"})], wrap=False)
 

@@ -8,7 +8,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from support import plan_reply, step
 
-from agent_py.plan import MAX_STEPS_PER_TASK, PlanShape, plan_json_schema
+from agent_py.core.plan import MAX_STEPS_PER_TASK, PlanShape, plan_json_schema
 
 
 def walk(node: object) -> list[str]:

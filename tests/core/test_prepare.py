@@ -9,8 +9,8 @@ import pytest
 from support import make_agent, of_type, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, CallInfo, Message, ScriptedLLM
-from agent_py.llm import LLMError, ResidencyPolicy, Usage
-from agent_py.profiles import SMALL
+from agent_py.core.llm import LLMError, ResidencyPolicy, Usage
+from agent_py.core.profiles import SMALL
 
 PLAN = plan_reply([step("s1", "javascript_execute", {"code": "return 6 * 7"})])
 SMALL_CONFIG = AgentConfig(

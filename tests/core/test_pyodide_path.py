@@ -17,8 +17,9 @@ import agent_py
 PACKAGE = Path(agent_py.__file__).parent
 CPYTHON_ONLY = {
     "agent_py/__main__.py",
-    "agent_py/terminal.py",
-    "agent_py/web_server.py",
+    "agent_py/cli/main.py",
+    "agent_py/cli/terminal.py",
+    "agent_py/cli/web_server.py",
     "agent_py/tools/node_runner.py",
     "agent_py/mcp/__main__.py",
     "agent_py/mcp/httpx_transport.py",
@@ -98,11 +99,11 @@ def test_no_blocking_sleep_on_the_pyodide_path() -> None:
 
 def test_importing_the_package_loads_no_cpython_only_module() -> None:
     probe = (
-        "import sys, agent_py, agent_py.tools, agent_py.planner;"
+        "import sys, agent_py, agent_py.tools, agent_py.core.planner;"
         "import importlib.util as u;"
         "mcp = u.find_spec('agent_py.mcp') and __import__('agent_py.mcp');"
         "bad = [m for m in sys.modules if m in ('agent_py.tools.node_runner', 'httpx',"
-        " 'agent_py.mcp.httpx_transport', 'agent_py.__main__')];"
+        " 'agent_py.mcp.httpx_transport', 'agent_py.cli.main')];"
         "print(','.join(bad))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from agent_py.tools.base import ToolContext, ToolError, ToolResult
+from agent_py.core.tool import ToolContext, ToolError, ToolResult
 from agent_py.tools.python import PyRunResult, PythonExecutor, program_for
 from agent_py.tools.python_runner import SubprocessPyRunner
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_py.tool_call import resolve_references
+from agent_py.core.step_action import resolve_references
 from agent_py.tools import ToolError, ToolResult
 
 RESULTS = {

@@ -17,7 +17,7 @@ from agent_py import (
     ResidencyPolicy,
     ScriptedLLM,
 )
-from agent_py.llm import CallPurpose, ManagedLLM, ModelNotLoadedError
+from agent_py.core.llm import CallPurpose, ManagedLLM, ModelNotLoadedError
 from agent_py.tools import LLMGenerator
 
 # Two tasks of one generator step each: plan, step, rethink, step, rethink, answer

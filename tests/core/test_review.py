@@ -8,9 +8,9 @@ from typing import Any
 from support import EchoTool, make_agent, of_type, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, ScriptedLLM
-from agent_py.plan import PlanSchema
-from agent_py.review import ReviewAnswer
-from agent_py.tools.base import ToolContext, ToolResult
+from agent_py.core.plan import PlanSchema
+from agent_py.core.review import ReviewAnswer
+from agent_py.core.tool import ToolContext, ToolResult
 
 
 class RemoteEcho(EchoTool):

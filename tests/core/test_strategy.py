@@ -11,25 +11,25 @@ import pytest
 from support import EchoTool, calls_for, default_tools, make_agent, of_type, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, EventType, PlanShape, ScriptedLLM
-from agent_py.grammar import fenced_code_grammar
-from agent_py.llm import CallInfo, ChatReply, Message, Sampling
-from agent_py.page.settings import PageSettings
-from agent_py.plan import (
+from agent_py.cli.terminal import describe
+from agent_py.core.grammar import fenced_code_grammar
+from agent_py.core.llm import CallInfo, ChatReply, Message, Sampling
+from agent_py.core.plan import (
     PlanSchema,
     cut_runaway_inputs,
     give_copied_text_whole,
     merge_duplicate_steps,
     plan_json_schema,
 )
-from agent_py.plan_prompts import (
+from agent_py.core.plan_prompts import (
     matching_tools,
     nearest_example_turns,
     plan_example_turns,
     plan_system_prompt,
 )
-from agent_py.profiles import FULL, SMALL, TINY, Strategy, profile_for
-from agent_py.terminal import describe
-from agent_py.tools.registry import ToolRegistry
+from agent_py.core.profiles import FULL, SMALL, TINY, Strategy, profile_for
+from agent_py.core.registry import ToolRegistry
+from agent_py.page.settings import PageSettings
 
 # The small strategy without its code call after failed code, for tests of the corrected plan.
 REPLAN = TINY.strategy.model_copy(update={"code_call_after_failure": False})
@@ -649,7 +649,7 @@ async def test_when_the_code_call_fails_too_a_corrected_plan_follows() -> None:
 
 
 def test_a_reply_without_a_fence_is_taken_whole() -> None:
-    from agent_py.tool_call import fenced_block
+    from agent_py.core.step_action import fenced_block
 
     assert fenced_block("return 6 * 7;") == "return 6 * 7;"
     assert fenced_block("```js\nreturn 1;") == "return 1;"  # cut before the closing fence

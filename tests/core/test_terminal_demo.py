@@ -48,7 +48,7 @@ def test_demo_without_a_task_is_a_usage_error() -> None:
 def test_webllm_opens_the_browser_network_for_its_weights_unless_told_not_to(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agent_py.__main__ import NETWORK_VARIABLE, allow_weights_download
+    from agent_py.cli.main import NETWORK_VARIABLE, allow_weights_download
 
     # Set, then removed, through monkeypatch: so it is put back as it was after the test,
     # even though allow_weights_download() sets it behind monkeypatch's back.
@@ -65,7 +65,7 @@ def test_webllm_opens_the_browser_network_for_its_weights_unless_told_not_to(
 
 
 def test_sources_newer_than_the_page_bundle_are_found(tmp_path: Path) -> None:
-    from agent_py.terminal import stale_sources
+    from agent_py.cli.terminal import stale_sources
 
     manifest = tmp_path / "web" / "vendor" / "manifest.json"
     manifest.parent.mkdir(parents=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 
-from agent_py.budget import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
-from agent_py.history import EventRecorder
-from agent_py.llm import CallPurpose, ManagedLLM, ModelRoles, ScriptedLLM
-from agent_py.model_client import ModelClient, ReplyBudgets
+from agent_py.core.budget import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
+from agent_py.core.history import EventRecorder
+from agent_py.core.llm import CallPurpose, ManagedLLM, ModelRoles, ScriptedLLM
+from agent_py.core.model_client import ModelClient, ReplyBudgets
 
 MODEL = "m"
 DENSER = 1.3

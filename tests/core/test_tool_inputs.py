@@ -9,11 +9,11 @@ import pytest
 from support import make_agent, of_type, plan_reply
 
 from agent_py import AgentConfig, AgentState, EventType, ScriptedLLM, ToolBase
-from agent_py.answer_checks import arguments_from_nowhere
-from agent_py.llm import CallInfo, Message
-from agent_py.profiles import FULL, SMALL
-from agent_py.tool_call import looks_like_code
-from agent_py.tools.base import ToolContext, ToolResult
+from agent_py.core.answer_checks import arguments_from_nowhere
+from agent_py.core.llm import CallInfo, Message
+from agent_py.core.profiles import FULL, SMALL
+from agent_py.core.step_action import looks_like_code
+from agent_py.core.tool import ToolContext, ToolResult
 
 SMALL_CONFIG = AgentConfig(
     plan_shape=SMALL.plan_shape, strategy=SMALL.strategy, budgets=SMALL.budgets

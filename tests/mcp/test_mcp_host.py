@@ -12,6 +12,7 @@ from mcp_types import Tool
 from pydantic import ValidationError
 from scripted_server import MCPScript, Reply, Request, json_reply, result
 
+from agent_py.core.tool import ToolContext, ToolError
 from agent_py.mcp import (
     FallbackTransport,
     HTTPResponse,
@@ -24,7 +25,6 @@ from agent_py.mcp import (
     namespaced_tool_name,
 )
 from agent_py.mcp.transport import BufferedResponse
-from agent_py.tools.base import ToolContext, ToolError
 
 OPENAI_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

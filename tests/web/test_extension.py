@@ -32,7 +32,7 @@ from extension_support import (
     wait_activity,
 )
 
-from agent_py import web_server as serve
+from agent_py.cli import web_server as serve
 
 pytestmark = pytest.mark.browser
 

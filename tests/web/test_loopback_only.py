@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agent_py import read_history_file
-from agent_py.events import EventType
+from agent_py.core.events import EventType
 from tests.needs import need
 
 pytestmark = pytest.mark.browser

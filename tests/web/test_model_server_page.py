@@ -321,8 +321,8 @@ def test_the_servers_own_tokenizer_counts_the_prompt(server: ServerProcess) -> N
     import asyncio
     import concurrent.futures
 
+    from agent_py.core.llm import CallInfo, CallPurpose
     from agent_py.engines.model_server import ModelServerLLM
-    from agent_py.llm import CallInfo, CallPurpose
     from agent_py.mcp.httpx_transport import HttpxTransport
 
     messages = [

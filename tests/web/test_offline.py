@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_py import web_server as serve
+from agent_py.cli import web_server as serve
 
 ROOT = Path(__file__).resolve().parents[2]
 WEB = ROOT / "web"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent_py.web_server import start_server
+from agent_py.cli.web_server import start_server
 
 pytestmark = pytest.mark.browser
 
@@ -585,8 +585,8 @@ def test_after_one_visit_the_page_boots_and_runs_with_the_server_stopped(browser
 
 
 def test_the_settings_and_their_defaults_come_from_python(page: Any, scripted: str) -> None:
+    from agent_py.core.profiles import profile_for
     from agent_py.page.settings import PageSettings
-    from agent_py.profiles import profile_for
 
     open_app(page, scripted, settings={"context_window": 8192, "cpu_model_url": ""})
 

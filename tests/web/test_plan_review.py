@@ -1,5 +1,5 @@
-"""Plan review in the page (web/ui/plan-review.js, agent_py/review.py): a plan that calls an MCP
-server's tool (a real SDK server on loopback, with CORS headers) waits in the running turn;
+"""Plan review in the page (web/ui/plan-review.js, agent_py/core/review.py): a plan that calls an
+MCP server's tool (a real SDK server on loopback, with CORS headers) waits in the running turn;
 the user approves it, edits a step, deletes one, cancels the run, or always allows a tool.
 The scripted test engine plays the model; review_plans is "remote" (its "auto" is off for the
 test engine)."""

@@ -56,7 +56,7 @@ def test_the_bundle_holds_bytecode_of_every_pure_wheel(vendored: Path) -> None:
     assert b"# agent_py: keep this source in the page's bundle" in archive.read(sources[0])
     assert "agent_py/tools/python_driver.pyc" in names
     assert {"agent_py/__init__.pyc", "pydantic/main.pyc", "jsonschema/validators.pyc"} <= set(names)
-    assert "agent_py/prompts/answer_user.md" in names  # data files stay
+    assert "agent_py/core/prompts/answer_user.md" in names  # data files stay
     pins = json.loads((ROOT / "scripts" / "vendor-lock.json").read_text())
     pure = [w for w in pins["wheels"] + pins["standin_wheels"] if "none-any" in w["file"]]
     dist_infos = {n.split("/")[0].split("-")[0].lower() for n in names if ".dist-info/" in n}

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from agent_py import web_server as serve
+from agent_py.cli import web_server as serve
 from agent_py.tools.python import program_for
 
 pytestmark = pytest.mark.browser

@@ -13,8 +13,9 @@ from unittest.mock import patch
 
 import pytest
 
-from agent_py import read_history_file, terminal
-from agent_py.terminal import PageAgent, WaitTimedOut
+from agent_py import read_history_file
+from agent_py.cli import terminal
+from agent_py.cli.terminal import PageAgent, WaitTimedOut
 
 pytestmark = pytest.mark.browser
 

@@ -71,9 +71,9 @@ def _():
     # The standard library and our bundle are imported from their .pyc, not compiled here.
     import ipaddress
 
-    import agent_py.plan
+    import agent_py.core.plan
 
-    files = [ipaddress.__file__, agent_py.plan.__file__]
+    files = [ipaddress.__file__, agent_py.core.plan.__file__]
     if not all(f.endswith(".pyc") for f in files):
         raise AssertionError(f"imported from source: {files}")
     return ", ".join(files)

@@ -2,7 +2,7 @@
 // and the plan comes here (plan-review, from user-port.js). The panel, in the running turn,
 // shows each step's tool, goal and input or arguments; the user may edit a goal or an input,
 // delete a step, then approve (the edited plan goes back, and Python holds it to the plan's
-// rules: agent_py/review.py) or cancel the run. A refused edit comes back with the reason and
+// rules: agent_py/core/review.py) or cancel the run. A refused edit comes back with the reason and
 // the form as the user left it.
 //
 // "Always allow" is per MCP tool, kept in this browser: a plan whose MCP tools are all allowed

@@ -347,7 +347,7 @@ export class CpuEngine {
   async generate(prompt, call, onToken, onPromptProgress = null) {
     const params = { max_tokens: call.max_tokens, ...this.samplingOf(call.sampling) };
     if (call.grammar) {
-      // A GBNF grammar from the agent (agent_py/grammar.py): the schema's own bounds, JSON on
+      // A GBNF grammar from the agent (agent_py/core/grammar.py): the schema's own bounds, JSON on
       // one line as the worked examples write it (small models otherwise spend tokens on
       // newlines and indentation), and text it allows alone the engine writes unsampled.
       params.grammar = call.grammar;

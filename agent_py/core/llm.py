@@ -24,12 +24,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_py.budget import estimate_tokens, prompt_tokens
-from agent_py.concurrency import deadline
-from agent_py.errors import LLMError as LLMError  # re-exported: part of the model interface
-from agent_py.errors import MemoryPressureError as MemoryPressureError
-from agent_py.errors import ModelNotLoadedError as ModelNotLoadedError
-from agent_py.messages import Message as Message  # part of the model interface
+from agent_py.core.budget import estimate_tokens, prompt_tokens
+from agent_py.core.concurrency import deadline
+from agent_py.core.errors import LLMError as LLMError  # re-exported: part of the model interface
+from agent_py.core.errors import MemoryPressureError as MemoryPressureError
+from agent_py.core.errors import ModelNotLoadedError as ModelNotLoadedError
+from agent_py.core.messages import Message as Message  # part of the model interface
 
 
 class CallPurpose(StrEnum):
@@ -164,7 +164,7 @@ class LLM(ABC):
 
     json_grammar_spaced: bool = False
     """Whether the JSON grammars sent to this engine put json.dumps's space after each comma
-    and colon (agent_py/grammar.py). The CPU engine writes the text a grammar forces (keys,
+    and colon (agent_py/core/grammar.py). The CPU engine writes the text a grammar forces (keys,
     separators) itself, tokenized as plain text: only with these spaces are those tokens the
     ones the worked examples in the prompt are made of, which the model then reads as its
     own. Engines that sample every token choose their own split either way."""

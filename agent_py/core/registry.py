@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from agent_py.tools.base import ToolBase
+from agent_py.core.tool import ToolBase
 
 
 class ToolRegistry:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
-from agent_py.budget import estimate_tokens, truncate_middle
-from agent_py.events import Event, EventType
+from agent_py.core.budget import estimate_tokens, truncate_middle
+from agent_py.core.events import Event, EventType
 
 QUESTION_CHARS = 240
 """An earlier question is kept to this many characters in a digest."""

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from agent_py.errors import PromptTooLargeError
-from agent_py.messages import Keep, Message
+from agent_py.core.errors import PromptTooLargeError
+from agent_py.core.messages import Keep, Message
 
 BYTES_PER_TOKEN = 3
 MESSAGE_OVERHEAD_TOKENS = 8  # role markers and separators of a chat template

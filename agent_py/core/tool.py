@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent_py.errors import ToolError as ToolError  # tools raise it: part of their API
+from agent_py.core.errors import ToolError as ToolError  # tools raise it: part of their API
 
 if TYPE_CHECKING:
-    from agent_py.model_client import ModelClient
+    from agent_py.core.model_client import ModelClient
 
 JSONSchema = dict[str, Any]
 ProgressCallback = Callable[[str, dict[str, Any]], None]

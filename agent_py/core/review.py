@@ -17,9 +17,9 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from agent_py.plan import PlanSchema
-from agent_py.tools.registry import ToolRegistry
-from agent_py.tools.schema import validate_arguments
+from agent_py.core.plan import PlanSchema
+from agent_py.core.registry import ToolRegistry
+from agent_py.core.tool_schema import validate_arguments
 
 ReviewPolicy = Literal["off", "remote", "always"]
 

@@ -23,12 +23,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
-from agent_py.errors import SetupError as SetupError  # what the terminal commands catch
-from agent_py.events import Event, EventType
-from agent_py.history import read_history_file
-from agent_py.web_server import start_server
+from agent_py.cli.web_server import start_server
+from agent_py.core.errors import SetupError as SetupError  # what the terminal commands catch
+from agent_py.core.events import Event, EventType
+from agent_py.core.history import read_history_file
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXIT_OK, EXIT_FAILED, EXIT_SETUP = 0, 1, 2
 PORT_FILE = "agent_py-port"  # in a browser profile: the port of the origin its storage is for
 

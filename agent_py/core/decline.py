@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_py.errors import RunFailure
-from agent_py.tools.base import ToolBase, ToolContext, ToolResult
+from agent_py.core.errors import RunFailure
+from agent_py.core.tool import ToolBase, ToolContext, ToolResult
 
 DECLINE_TOOL = "decline"
 

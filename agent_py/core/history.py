@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent_py.events import Event, EventType
+from agent_py.core.events import Event, EventType
 
 log = logging.getLogger("agent_py")
 

@@ -14,17 +14,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_py.answer_checks import arguments_from_nowhere
-from agent_py.budget import truncate_middle
-from agent_py.errors import AgentError, LLMError, PromptTooLargeError
-from agent_py.events import EventType
-from agent_py.history import EventRecorder
-from agent_py.llm import CallPurpose, ModelRole
-from agent_py.model_client import ModelClient
-from agent_py.plan import StepSchema, TaskSchema, step_references
-from agent_py.tool_call import StepBrief, ToolCall, failed_dependency
-from agent_py.tools.base import ToolBase, ToolContext, ToolError, ToolResult
-from agent_py.tools.registry import ToolRegistry
+from agent_py.core.answer_checks import arguments_from_nowhere
+from agent_py.core.budget import truncate_middle
+from agent_py.core.errors import AgentError, LLMError, PromptTooLargeError
+from agent_py.core.events import EventType
+from agent_py.core.history import EventRecorder
+from agent_py.core.llm import CallPurpose, ModelRole
+from agent_py.core.model_client import ModelClient
+from agent_py.core.plan import StepSchema, TaskSchema, step_references
+from agent_py.core.registry import ToolRegistry
+from agent_py.core.step_action import StepAction, StepBrief, failed_dependency
+from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult
 
 EVENT_CONTENT_CHARS = 8_000  # observations in events and history are cut to this
 
@@ -197,7 +197,7 @@ class StepExecutor:
         # A tool that asks the model is bounded by the model's own time limit: on two busy
         # CPU cores one generation can outlast the tool limit without anything being wrong.
         limit = max(self.tool_timeout_s, self.model.timeout_s) if tool.uses_model else None
-        call = ToolCall(tool, ctx, timeout_s=limit or self.tool_timeout_s, examples=self.examples)
+        call = StepAction(tool, ctx, timeout_s=limit or self.tool_timeout_s, examples=self.examples)
         arguments, why_not = call.literal_arguments(step.arguments, results, step_ids, step.input)
         write_code = (
             (self.fenced_code or code_call)

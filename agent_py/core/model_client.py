@@ -12,13 +12,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agent_py.budget import fit_messages
-from agent_py.concurrency import deadline
-from agent_py.errors import PromptTooLargeError
-from agent_py.events import EventType
-from agent_py.grammar import compact_grammar
-from agent_py.history import EventRecorder
-from agent_py.llm import (
+from agent_py.core.budget import fit_messages
+from agent_py.core.concurrency import deadline
+from agent_py.core.errors import PromptTooLargeError
+from agent_py.core.events import EventType
+from agent_py.core.grammar import compact_grammar
+from agent_py.core.history import EventRecorder
+from agent_py.core.llm import (
     CallPurpose,
     ChatReply,
     LLMError,
@@ -28,7 +28,7 @@ from agent_py.llm import (
     Sampling,
     Usage,
 )
-from agent_py.parsing import split_thinking
+from agent_py.core.parsing import split_thinking
 
 TokenListener = Callable[[str, str | None, str], None]
 """Streaming text: (purpose, step id or None, chunk)."""

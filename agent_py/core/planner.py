@@ -11,31 +11,32 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from agent_py.answer_checks import data_left_out, unusable_answer
-from agent_py.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, prompt_tokens
-from agent_py.concurrency import run_together
-from agent_py.conversation import TurnDigest
-from agent_py.errors import PlanCancelled, PlanParseError, ReplyParseError, RunFailure
-from agent_py.events import AgentState, EventType
-from agent_py.execution import (
+from agent_py.core.answer_checks import data_left_out, unusable_answer
+from agent_py.core.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, prompt_tokens
+from agent_py.core.concurrency import run_together
+from agent_py.core.conversation import TurnDigest
+from agent_py.core.decline import DECLINE_TOOL, TaskDeclined, declined_because
+from agent_py.core.errors import PlanCancelled, PlanParseError, ReplyParseError, RunFailure
+from agent_py.core.events import AgentState, EventType
+from agent_py.core.execution import (
     CallMemory,
     StepExecutor,
     StepOutcome,
     digest_results,
     result_statuses,
 )
-from agent_py.history import EventRecorder
-from agent_py.llm import CallPurpose, ModelRole, Sampling, Usage
-from agent_py.messages import Keep, Message, stand_ins
-from agent_py.model_client import ModelClient
-from agent_py.parsing import (
+from agent_py.core.history import EventRecorder
+from agent_py.core.llm import CallPurpose, ModelRole, Sampling, Usage
+from agent_py.core.messages import Keep, Message, stand_ins
+from agent_py.core.model_client import ModelClient
+from agent_py.core.parsing import (
     RethinkDecision,
     RethinkStatus,
     clean_answer,
     parse_plan,
     parse_rethink,
 )
-from agent_py.plan import (
+from agent_py.core.plan import (
     PlanSchema,
     PlanShape,
     TaskSchema,
@@ -45,16 +46,17 @@ from agent_py.plan import (
     plan_json_schema,
     rename_reused_ids,
 )
-from agent_py.plan_prompts import (
+from agent_py.core.plan_prompts import (
     matching_tools,
     nearest_example_turns,
     plan_example_turns,
     plan_system_message,
     relevant_tools,
 )
-from agent_py.profiles import Strategy
-from agent_py.prompts import render
-from agent_py.review import (
+from agent_py.core.profiles import Strategy
+from agent_py.core.prompts import render
+from agent_py.core.registry import ToolRegistry
+from agent_py.core.review import (
     PlanReviewer,
     ReviewPolicy,
     checked_edit,
@@ -62,9 +64,7 @@ from agent_py.review import (
     plan_changes,
     remote_tools,
 )
-from agent_py.tools.base import ToolResult
-from agent_py.tools.decline import DECLINE_TOOL, TaskDeclined, declined_because
-from agent_py.tools.registry import ToolRegistry
+from agent_py.core.tool import ToolResult
 
 DIGEST_MARGIN_TOKENS = 64  # the digest's own framing lines, estimated on the safe side
 DIGEST_FLOOR_CHARS = 240  # results get at least this much, even in a full window

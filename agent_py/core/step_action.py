@@ -15,21 +15,21 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent_py import references
-from agent_py.concurrency import run_abandonable
-from agent_py.errors import InvalidArgumentsError, ReplyParseError
-from agent_py.grammar import fenced_code_grammar
-from agent_py.llm import CallPurpose, Message
-from agent_py.parsing import extract_json
-from agent_py.prompts import examples, render
-from agent_py.tools.base import (
+from agent_py.core import references
+from agent_py.core.concurrency import run_abandonable
+from agent_py.core.errors import InvalidArgumentsError, ReplyParseError
+from agent_py.core.grammar import fenced_code_grammar
+from agent_py.core.llm import CallPurpose, Message
+from agent_py.core.parsing import extract_json
+from agent_py.core.prompts import examples, render
+from agent_py.core.tool import (
     ToolBase,
     ToolContext,
     ToolError,
     ToolResult,
     main_input_property,
 )
-from agent_py.tools.schema import validate_arguments
+from agent_py.core.tool_schema import validate_arguments
 
 _FENCED = re.compile(r"```[\w+-]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
 # A statement of code where a value belongs: `return capital('Freedonia');`, `const x = …`.
@@ -105,8 +105,8 @@ class StepBrief:
     planned_input: str | None = None
 
 
-class ToolCall:
-    """Think, then act, for one tool."""
+class StepAction:
+    """Think, then act, for one step's tool (a step of the plan; not a model's tool call)."""
 
     def __init__(
         self, tool: ToolBase, ctx: ToolContext, *, timeout_s: float, examples: bool = False

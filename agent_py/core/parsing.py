@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent_py.errors import PlanParseError, ReplyParseError
-from agent_py.plan import PlanSchema
+from agent_py.core.errors import PlanParseError, ReplyParseError
+from agent_py.core.plan import PlanSchema
 
 _THINK_LEAD = re.compile(r"\s*<think>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)

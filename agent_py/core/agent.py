@@ -9,17 +9,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent_py.conversation import (
+from agent_py.core.conversation import (
     SessionState,
     TurnDigest,
     make_digest,
     turns_that_fit,
 )
-from agent_py.errors import AgentError, LLMError, PlanCancelled, PromptTooLargeError
-from agent_py.events import AgentState, Event, EventType, FailureCause
-from agent_py.execution import StepOutcome
-from agent_py.history import EventListener, EventRecorder, HistorySink, Hooks, new_session_id
-from agent_py.llm import (
+from agent_py.core.errors import AgentError, LLMError, PlanCancelled, PromptTooLargeError
+from agent_py.core.events import AgentState, Event, EventType, FailureCause
+from agent_py.core.execution import StepOutcome
+from agent_py.core.history import EventListener, EventRecorder, HistorySink, Hooks, new_session_id
+from agent_py.core.llm import (
     LLM,
     ManagedLLM,
     ModelRoles,
@@ -28,13 +28,13 @@ from agent_py.llm import (
     Sampling,
     Usage,
 )
-from agent_py.model_client import ModelClient, ReplyBudgets, TokenListener
-from agent_py.plan import PlanSchema, PlanShape
-from agent_py.planner import PlanAndRethink, PlanRun
-from agent_py.profiles import Strategy
-from agent_py.review import PlanReviewer, ReviewPolicy
-from agent_py.tools.base import ToolBase
-from agent_py.tools.registry import ToolRegistry
+from agent_py.core.model_client import ModelClient, ReplyBudgets, TokenListener
+from agent_py.core.plan import PlanSchema, PlanShape
+from agent_py.core.planner import PlanAndRethink, PlanRun
+from agent_py.core.profiles import Strategy
+from agent_py.core.registry import ToolRegistry
+from agent_py.core.review import PlanReviewer, ReviewPolicy
+from agent_py.core.tool import ToolBase
 
 DEFAULT_MODEL = "Qwen3-4B-q4f16_1-MLC"
 EARLIER_TURNS_SHARE = 8

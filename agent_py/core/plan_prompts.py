@@ -1,6 +1,6 @@
 """The planner's prompts: the system prompt for a plan shape, and worked examples.
 
-The plan reply's JSON differs with the :class:`~agent_py.plan.PlanShape` (arguments object,
+The plan reply's JSON differs with the :class:`~agent_py.core.plan.PlanShape` (arguments object,
 one-string input, step notes or not), so the tool list, the input rule, the reply format
 and the examples are all built here from the shape, never written out twice.
 """
@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
 from typing import Any
 
-from agent_py.messages import Keep, Message, stand_ins
-from agent_py.plan import PlanShape
-from agent_py.prompts import examples, render
-from agent_py.tools.base import ToolBase, main_input_property
-from agent_py.tools.decline import DECLINE_TOOL
-from agent_py.tools.registry import ToolRegistry
+from agent_py.core.decline import DECLINE_TOOL
+from agent_py.core.messages import Keep, Message, stand_ins
+from agent_py.core.plan import PlanShape
+from agent_py.core.prompts import examples, render
+from agent_py.core.registry import ToolRegistry
+from agent_py.core.tool import ToolBase, main_input_property
 
 _NOTE_FIELDS = ("tool_intent", "expected_output")
 

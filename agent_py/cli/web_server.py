@@ -21,7 +21,7 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-WEB_ROOT = Path(__file__).resolve().parent.parent / "web"
+WEB_ROOT = Path(__file__).resolve().parents[2] / "web"
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 

@@ -19,9 +19,9 @@ import re
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_py.llm import Sampling
-from agent_py.model_client import ReplyBudgets
-from agent_py.plan import PlanShape
+from agent_py.core.llm import Sampling
+from agent_py.core.model_client import ReplyBudgets
+from agent_py.core.plan import PlanShape
 
 DEFAULT_CPU_MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
 """The CPU engine's model unless the user picks another: chosen by the real-task suite on a

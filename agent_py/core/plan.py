@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agent_py import references
+from agent_py.core import references
 
 # Bounds handed to constrained decoding: without them a small model keeps adding steps or
 # text until it runs out of tokens.

@@ -2,7 +2,7 @@
 
 References live in strings at any depth of a JSON value (``{"text": "${s1} and ${s2}"}``).
 This module finds them, renames them and resolves them; what a result is, and what a missing
-or failed one means, is the caller's (``agent_py.tool_call``).
+or failed one means, is the caller's (``agent_py.core.step_action``).
 """
 
 from __future__ import annotations
