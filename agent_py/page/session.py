@@ -81,9 +81,26 @@ class PageSession:
             return self._agent.session
         return self._carry.session if self._carry else None
 
+    def resolve_settings(self, settings_json: str) -> str:
+        """What :meth:`configure` would put in effect for ``settings_json``, as
+        :meth:`settings_info` gives it, without applying anything: the worker reads the
+        engine to create from it at boot, before it configures the session once, with the
+        engine's kind."""
+        return self.settings_info(self._validated(settings_json))
+
     async def configure(self, settings_json: str) -> str:
         """Apply the user's settings (what differs from the defaults); a change takes effect
         from the next run (the model is unloaded). Returns :meth:`settings_info`."""
+        settings = self._validated(settings_json)
+        if settings != self._settings and self._agent is not None:
+            self._carry = self._agent.handover()  # the conversation goes on
+            await self._agent.close(end_session=False)
+            self._agent = None
+        self._settings = settings
+        return self.settings_info()
+
+    @staticmethod
+    def _validated(settings_json: str) -> PageSettings:
         try:
             settings = PageSettings.model_validate_json(settings_json)
         except ValidationError as error:
@@ -93,22 +110,18 @@ class PageSession:
             )
             raise SetupError(f"these settings cannot be used: {problems}") from None
         settings.model_profile()  # an unknown profile name fails here, not at the run
-        if settings != self._settings and self._agent is not None:
-            self._carry = self._agent.handover()  # the conversation goes on
-            await self._agent.close(end_session=False)
-            self._agent = None
-        self._settings = settings
-        return self.settings_info()
+        return settings
 
-    def settings_info(self) -> str:
-        """The settings for the UI, as JSON: every value in effect, the defaults, which of
-        them restart the worker, and the model profile they choose."""
+    def settings_info(self, settings: PageSettings | None = None) -> str:
+        """The settings for the UI, as JSON: every value in effect (or of ``settings``), the
+        defaults, which of them restart the worker, and the model profile they choose."""
+        settings = settings or self._settings
         return json.dumps(
             {
-                "values": self._settings.model_dump(mode="json"),
+                "values": settings.model_dump(mode="json"),
                 "defaults": PageSettings().model_dump(mode="json"),
                 "engine_fields": list(PageSettings.ENGINE_FIELDS),
-                "profile": self._settings.model_profile().model_dump(mode="json"),
+                "profile": settings.model_profile().model_dump(mode="json"),
             }
         )
 

@@ -268,12 +268,14 @@ async function boot({ settings, engine: override }) {
   loopDrains = pyodide.runPython("import agent_py.page.loop as l; l.install(); l.drains");
   last = performance.now();
   page = pyodide.globals.get("page");
+  // The engine to create comes from the settings in effect (their defaults are Python's); the
+  // session is configured once, below, when the engine's kind is known.
   try {
-    await configure(settings); // the settings' defaults are Python's
+    settingsNow = JSON.parse(page.resolve_settings(JSON.stringify(settings))).values;
   } catch (error) {
     post(toUI.error(`The saved settings cannot be used, so the defaults apply: ${pythonMessage(error)}`));
     settings = {};
-    await configure(settings);
+    settingsNow = JSON.parse(page.resolve_settings("{}")).values;
   }
   const gpu = await gpuFound;
   const choice = override || settingsNow.engine;
@@ -296,7 +298,7 @@ async function boot({ settings, engine: override }) {
   engine = created.engine;
   // The window the engine was made with (read once, at start: a change restarts the worker).
   engineInfo = { ...created.info, context_window: engine?.options?.contextWindow ?? null };
-  const info = await configure(settings); // again, for the engine's kind
+  const info = await configure(settings); // once, with the engine's kind (it picks the profile)
   phase("configure");
   const timings = { agent_ready_ms: Math.round(performance.now() - t0), phases, engine_early: engineEarly };
   post(toUI.ready({ engine: engineInfo, gpu, timings, settings: info }));
