@@ -67,7 +67,7 @@ NATIVE_AMX_BUILDS = ("libggml-cpu-sapphirerapids.so",)
 NATIVE_NO_AMX_DIR = ROOT / ".artifacts" / "bench-native-no-amx"
 
 # The prompt as the engine's chat template renders it for one user message
-# (web/worker/engines/cpu.js, chatTemplateFor), so native llama.cpp prefills the same text.
+# (web/worker/engines/cpu-gguf.js, chatTemplateFor), so native llama.cpp prefills the same text.
 CHATML = "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
 TEMPLATES = {
     "gemma3-270m-q4_k_m": "<bos><start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n",

@@ -1,4 +1,4 @@
-"""boundedSchema (web/worker/engines/cpu.js): tool schemas bounded for llama.cpp's grammars."""
+"""boundedSchema (web/worker/engines/cpu-schema.js): tool schemas bounded for llama.cpp."""
 
 from __future__ import annotations
 
@@ -26,7 +26,10 @@ def test_strings_and_arrays_get_bounds_and_nothing_else_changes(page: Any, page_
     # Any document of our origin without a restrictive CSP will do (sandbox.html has one).
     page.goto(page_url("vendor/manifest.json"))
     bounded = page.evaluate(
-        "async (schema) => (await import('/worker/engines/cpu.js')).boundedSchema(schema, 300)",
+        """async (schema) => {
+            const { boundedSchema } = await import("/worker/engines/cpu-schema.js");
+            return boundedSchema(schema, 300);
+        }""",
         SCHEMA,
     )
     props = bounded["properties"]

@@ -365,7 +365,7 @@ def test_chat_template_rule_for_a_gguf_without_one(cpu: CPUHarness) -> None:
     # default (ChatML), with a warning.
     choices = cpu.call(
         """async () => {
-            const { chatTemplateFor } = await import("/worker/engines/cpu.js");
+            const { chatTemplateFor } = await import("/worker/engines/cpu-gguf.js");
             return [
                 chatTemplateFor({ architecture: "qwen2", chatTemplate: "{{ '<|im_start|>' }}" }),
                 chatTemplateFor({ architecture: "gemma2", chatTemplate: null }),

@@ -5,7 +5,7 @@
 // (saved with the other settings). UI thread only; it holds no agent logic.
 import CATALOG from "../models.json" with { type: "json" };
 
-// The CPU engine's cache of GGUF files (web/worker/engines/cpu.js, MODEL_CACHE).
+// The CPU engine's cache of GGUF files (web/worker/engines/cpu-model-store.js, MODEL_CACHE).
 const MODEL_CACHE = "agent-py-gguf-v1";
 
 const modelUrl = (id) => new URL(`../models/${id}.gguf`, import.meta.url).href;

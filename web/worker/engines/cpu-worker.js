@@ -5,7 +5,7 @@
 // otherwise the build without threads. A `build` parameter in the worker's URL picks one ("relaxed",
 // "threads", "single": the tests and benches use it), and a `dot` parameter the relaxed build's
 // dot product ("i16" or "i32"; left out, llama.cpp takes the faster for this CPU, and the floats are
-// the same: scripts/cpu_engine/patch_llama.py). web/worker/engines/cpu.js talks to it:
+// the same: scripts/cpu_engine/patch_llama.py). web/worker/engines/cpu-rpc.js talks to it:
 //   engine -> worker  {id, op, args}
 //     op "load"     args {blob, name, contextWindow, threads, batch}  -> model info, with
 //                   `build`: which build runs, the key of its id in build.json, and

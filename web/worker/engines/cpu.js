@@ -1,7 +1,7 @@
 // The CPU engine: llama.cpp compiled to WebAssembly by us (scripts/build_cpu_engine.sh, served
 // from web/vendor/llama), for browsers without WebGPU. An Engine (../engine-port.js); here also
 // `template`, the chat template the loaded model uses: {source: "gguf" | "builtin" |
-// "default", name, architecture, warning?}.
+// "default", name, architecture, warning?} (cpu-gguf.js).
 // A model is a bundled id (BUNDLED_CPU_MODELS, served from web/models/<id>.gguf, fetched by
 // scripts/fetch_model.py) or the URL of any .gguf file. llama.cpp runs in its own worker
 // (cpu-worker.js); this object lives in the agent's worker and speaks to it.
@@ -15,10 +15,18 @@
 // usage: prompt_tokens, completion_tokens, prefill/decode tokens per second,
 // time_to_first_token_s, cached_prompt_tokens (prompt tokens whose KV cache an earlier call
 // left in place, so they cost nothing).
-// Everything comes from our origin: the wasm from web/vendor/llama, the GGUF from web/models
-// or the given URL, kept in the origin's Cache Storage so it is never downloaded again. The
-// KV state of a prefilled prompt is kept there too, so the next visit starts warm.
+// This file holds the engine's calls and what it keeps between them (the loaded model, the
+// pinned prefill state). Its other parts: cpu-rpc.js speaks to llama.cpp's worker,
+// cpu-model-store.js fetches GGUF files and keeps them, cpu-state-store.js keeps prefilled KV
+// states, cpu-gguf.js reads a GGUF's header and picks its chat template, cpu-schema.js bounds
+// a call's schema for llama.cpp's grammar. Everything comes from our origin (the wasm from
+// web/vendor/llama) or the model URL given.
 import { EngineError } from "./errors.js";
+import { CpuWorkerRpc, crashError } from "./cpu-rpc.js";
+import { bundledUrl, fetchModel, mb } from "./cpu-model-store.js";
+import { buildId, readState, stateKeyFor, writeState } from "./cpu-state-store.js";
+import { chatTemplateFor, readGgufHeader, unknownTemplate } from "./cpu-gguf.js";
+import { boundedSchema } from "./cpu-schema.js";
 import CATALOG from "../../models.json" with { type: "json" };
 
 // The bundled models (web/models.json, which scripts/fetch_model.py fetches and checks). Which
@@ -26,19 +34,10 @@ import CATALOG from "../../models.json" with { type: "json" };
 export const CPU_MODEL_CATALOG = CATALOG.models;
 export const BUNDLED_CPU_MODELS = CATALOG.models.map((model) => model.id);
 // llama.cpp's batch: a long prompt reports progress every 256 tokens, and 256 prefilled the
-// planner's prompt faster than larger batches (docs/models.md, "CPU engine speed").
+// planner's prompt faster than larger batches (scripts/cpu_engine/README.md).
 const PROMPT_BATCH = 256;
 const MAX_THREADS = 16; // the size of the build's thread pool
-const WORKER_URL = new URL("./cpu-worker.js", import.meta.url).href;
 const PAGE_ROOT = new URL("../../", import.meta.url).href;
-const BUILD_URL = new URL("../../vendor/llama/build.json", import.meta.url).href;
-const MODEL_CACHE = "agent-py-gguf-v1";
-const STATE_CACHE = "agent-py-kv-state-v1";
-const STATES_KEPT = 4; // saved prompt states, newest first; each is tens of MB
-
-function bundledUrl(model) {
-  return new URL(`../../models/${model}.gguf`, import.meta.url).href;
-}
 
 // llama.cpp's sampling parameters (llama-server's names).
 const SAMPLING_KEYS = [
@@ -90,7 +89,8 @@ export class CpuEngine {
       dot: options.dot,
       promptBatch: options.promptBatch || PROMPT_BATCH,
     };
-    this.worker = null;
+    const workerOptions = { build: this.options.build, dot: this.options.dot };
+    this.rpc = new CpuWorkerRpc(workerOptions, (worker) => this.forgetCrashed(worker));
     this.loadedModel = null;
     this.loadedUrl = null;
     this.template = null;
@@ -105,9 +105,6 @@ export class CpuEngine {
     // what the cache holds now, as text: the last prompt and its reply ("" when unknown).
     this.pinned = null;
     this.cachedText = "";
-    this.calls = new Map(); // id -> {resolve, reject, onEvent}
-    this.generations = new Set(); // ids of running generations
-    this.nextId = 1;
     const threads = this.options.threads === 1 ? "1 thread" : `${this.options.threads} threads`;
     this.label = `CPU engine (llama.cpp in WebAssembly, ${threads})`;
   }
@@ -163,7 +160,7 @@ export class CpuEngine {
     progress(0, `Loading ${model} on the CPU…`);
     let template;
     try {
-      this.startWorker(); // llama.cpp starts while the file is fetched
+      this.rpc.startWorker(); // llama.cpp starts while the file is fetched
       const started = performance.now();
       const { blob, kept, why } = await fetchModel(url, (loaded, total, note) => {
         // The download (or the read from the cache) is most of the load.
@@ -177,7 +174,7 @@ export class CpuEngine {
       template = chatTemplateFor(await readGgufHeader(blob));
       template.detect_ms = Math.round(performance.now() - headerStarted);
       progress(0.9, `Loading ${model} into llama.cpp…`);
-      this.modelInfo = await this.request("load", {
+      this.modelInfo = await this.rpc.request("load", {
         blob,
         name: "model.gguf",
         contextWindow: this.options.contextWindow,
@@ -188,7 +185,7 @@ export class CpuEngine {
       // A template in the GGUF that llama.cpp does not know by its markers: ChatML, said.
       if (template.source === "gguf") {
         try {
-          await this.request("format", { messages: [{ role: "user", content: "Hi" }], template: "" });
+          await this.rpc.request("format", { messages: [{ role: "user", content: "Hi" }], template: "" });
         } catch {
           template = unknownTemplate(template.architecture, "Its GGUF has a chat template llama.cpp does not recognise");
         }
@@ -214,8 +211,7 @@ export class CpuEngine {
 
   /** Forgets the worker and the model in it; returns that worker (null: none). */
   detach() {
-    const worker = this.worker;
-    this.worker = null;
+    const worker = this.rpc.detach();
     this.loadedModel = null;
     this.loadedUrl = null;
     this.template = null;
@@ -228,22 +224,18 @@ export class CpuEngine {
   async exit() {
     const worker = this.detach();
     if (!worker) return;
-    // Running generations end at their next step; then the worker (and all its memory) goes.
-    this.interrupt(worker);
-    const running = [...this.calls.values()].map((waiting) => waiting.settled);
-    await Promise.allSettled(running);
-    worker.terminate();
+    await this.rpc.close(worker);
   }
 
-  interrupt(worker = this.worker) {
-    for (const target of this.generations) worker?.postMessage({ id: 0, op: "abort", args: { target } });
+  interrupt() {
+    this.rpc.interrupt();
   }
 
   /** Each text's token count by the loaded model's tokenizer (special tokens parsed, none
    * added: a message's text as it sits inside the chat template). */
   async countTokens(texts) {
     this.checkLoaded({ model: null });
-    return Promise.all(texts.map((text) => this.request("tokenize", { text })));
+    return Promise.all(texts.map((text) => this.rpc.request("tokenize", { text })));
   }
 
   async chat(messages, call, onToken) {
@@ -266,7 +258,7 @@ export class CpuEngine {
     if (gain < PIN_MIN_GAIN_CHARS) return;
     this.cachedText = "";
     // A copy: the request transfers its bytes to the engine's worker.
-    await this.request("restore", { bytes: this.pinned.bytes.slice(0) });
+    await this.rpc.request("restore", { bytes: this.pinned.bytes.slice(0) });
     this.cachedText = this.pinned.prompt;
   }
 
@@ -288,7 +280,7 @@ export class CpuEngine {
     this.pinned = null;
     if (saved) {
       try {
-        restored = await this.request("restore", { bytes: saved.slice(0) });
+        restored = await this.rpc.request("restore", { bytes: saved.slice(0) });
       } catch (error) {
         warning = `The saved model state was ignored (${error.message}); computing it again.`;
         console.warn(`[cpu engine] ${warning}`);
@@ -299,7 +291,7 @@ export class CpuEngine {
     const usage = { ...reply.usage, restored_tokens: restored, state: restored ? "restored" : "unsaved" };
     if (warning) usage.state_warning = warning;
     if (reply.finish_reason === "abort") return usage;
-    const bytes = restored ? saved : await this.request("save");
+    const bytes = restored ? saved : await this.rpc.request("save");
     this.pinned = { prompt, bytes };
     if (!restored && key) {
       try {
@@ -320,9 +312,7 @@ export class CpuEngine {
     const build = this.modelInfo && (await buildId(this.modelInfo.build));
     if (!build || !this.loadedUrl || typeof caches === "undefined") return null;
     const identity = JSON.stringify([build, this.loadedUrl, this.modelBytes, this.options.contextWindow, prompt]);
-    const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(identity));
-    const hex = Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
-    return new URL(`../../vendor/llama/state/${hex}`, import.meta.url).href;
+    return stateKeyFor(identity);
   }
 
   /** The key of the saved state prefill(messages) would use (for tests and tools). */
@@ -331,7 +321,7 @@ export class CpuEngine {
   }
 
   checkLoaded(call) {
-    if (!this.worker || !this.loadedModel) {
+    if (!this.rpc.worker || !this.loadedModel) {
       throw new Error(`The CPU engine has no model loaded (asked for ${call.model}); load it first.`);
     }
     if (call.model && call.model !== this.loadedModel) {
@@ -341,7 +331,7 @@ export class CpuEngine {
 
   format(messages) {
     const plain = messages.map(({ role, content }) => ({ role, content }));
-    return this.request("format", { messages: plain, template: this.template.option });
+    return this.rpc.request("format", { messages: plain, template: this.template.option });
   }
 
   async generate(prompt, call, onToken, onPromptProgress = null) {
@@ -369,9 +359,9 @@ export class CpuEngine {
     };
     let summary;
     this.cachedText = "";
-    const worker = this.worker;
+    const worker = this.rpc.worker;
     try {
-      summary = await this.request("generate", { prompt, params, batch: this.options.promptBatch }, onEvent, true);
+      summary = await this.rpc.request("generate", { prompt, params, batch: this.options.promptBatch }, onEvent, true);
     } catch (error) {
       const failure = chatError(error);
       if (failure.kind === "crashed") this.forgetCrashed(worker);
@@ -394,63 +384,12 @@ export class CpuEngine {
     return params;
   }
 
-  startWorker() {
-    const url = new URL(WORKER_URL);
-    if (this.options.build) url.searchParams.set("build", this.options.build);
-    if (this.options.dot) url.searchParams.set("dot", this.options.dot);
-    const worker = new Worker(url.href); // classic: emscripten's threads use importScripts
-    worker.onmessage = ({ data }) => {
-      const waiting = this.calls.get(data.id);
-      if (!waiting) return;
-      if (data.event) return waiting.onEvent?.(data);
-      this.calls.delete(data.id);
-      this.generations.delete(data.id);
-      if ("error" in data) waiting.reject(new Error(data.error));
-      else waiting.resolve(data.result);
-    };
-    // The worker died (a crash in llama.cpp, a script that failed to load): every call fails,
-    // and the engine forgets it, so the next call loads the model into a new one.
-    worker.onerror = (event) => {
-      event.preventDefault?.();
-      this.failAll(worker, crashError(`the engine's worker stopped: ${event.message || "it crashed"}`));
-      this.forgetCrashed(worker);
-    };
-    this.worker = worker;
-  }
-
   /** A crashed worker's module cannot be trusted again: it goes, and with it the model. */
   forgetCrashed(worker) {
-    if (this.worker !== worker) return;
+    if (this.rpc.worker !== worker) return;
+    // Any other call to it would wait for ever on a terminated worker.
+    this.rpc.failAll(worker, crashError("another call crashed the engine's worker"));
     this.detach().terminate();
-  }
-
-  failAll(worker, error) {
-    if (this.worker !== worker) return;
-    for (const [id, waiting] of this.calls) {
-      this.calls.delete(id);
-      waiting.reject(error);
-    }
-    this.generations.clear();
-  }
-
-  request(op, args, onEvent = null, isGeneration = false) {
-    const worker = this.worker;
-    if (!worker) return Promise.reject(new Error("The CPU engine has no model loaded."));
-    const id = this.nextId++;
-    let settle;
-    const settled = new Promise((resolve) => (settle = resolve));
-    const result = new Promise((resolve, reject) => {
-      this.calls.set(id, {
-        onEvent,
-        settled,
-        resolve: (value) => (settle(), resolve(value)),
-        reject: (error) => (settle(), reject(error)),
-      });
-    });
-    if (isGeneration) this.generations.add(id);
-    const transfer = args?.bytes instanceof ArrayBuffer ? [args.bytes] : [];
-    worker.postMessage({ id, op, args }, transfer);
-    return result;
   }
 }
 
@@ -463,231 +402,6 @@ function sharedLength(a, b) {
   let i = 0;
   while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
   return i;
-}
-
-let buildPromise = null;
-
-/**
- * The id of one engine build (web/vendor/llama/build.json): saved states are only for it.
- * `key` is the worker's (cpu-worker.js): "build_id_relaxed_simd", "build_id" (threads) or
- * "build_id_single_thread".
- */
-async function buildId(key) {
-  buildPromise ??= fetch(BUILD_URL)
-    .then((response) => (response.ok ? response.json() : null))
-    .catch(() => null);
-  return (await buildPromise)?.[key] || null;
-}
-
-/**
- * The GGUF at `url` as a Blob: from the origin's Cache Storage when it is there, otherwise
- * downloaded into it (with progress) and read back, so the Blob is backed by disk, not memory.
- * A blob: URL (a file the user picked) is read as it is.
- */
-/**
- * The GGUF at `url` as a Blob, from the origin's Cache Storage when it is there, else
- * downloaded and kept there for the next visit. When the origin's storage cannot keep it (its
- * quota, or an ephemeral or private window, where Cache.put fails with "Unexpected internal
- * error"), the model is loaded uncached and that is said: {blob, kept, why}.
- * onProgress(loaded, total, note) as bytes arrive; `note` says when the file is not kept.
- */
-async function fetchModel(url, onProgress) {
-  const cache = url.startsWith("blob:") || typeof caches === "undefined" ? null : await caches.open(MODEL_CACHE);
-  const hit = cache && (await cache.match(url));
-  if (hit) {
-    const blob = await hit.blob();
-    onProgress(blob.size, blob.size, "");
-    return { blob, kept: true, why: "" };
-  }
-  const first = await download(url, onProgress);
-  if (!cache) return { blob: await first.blob(""), kept: false, why: "" };
-  const room = await freeStorage();
-  if (room !== null && first.total > room) {
-    const why = `this browser keeps at most ${mb(room)} MB more for the page, and the model is ${mb(first.total)} MB`;
-    console.warn(`[cpu engine] the model is loaded without being kept: ${why}`);
-    return { blob: await first.blob(`not kept: ${why}`), kept: false, why };
-  }
-  try {
-    await cache.put(url, new Response(first.body, { headers: { "content-type": "application/octet-stream" } }));
-    const kept = await cache.match(url);
-    if (!kept) throw new Error("the cache dropped it");
-    return { blob: await kept.blob(), kept: true, why: "" };
-  } catch (error) {
-    await cache.delete(url).catch(() => {});
-    const why = `the browser's storage refused it (${error.message})`;
-    console.warn(`[cpu engine] the model is loaded without being kept: ${why}`);
-    const again = await download(url, onProgress);
-    return { blob: await again.blob(`not kept: ${why}`), kept: false, why };
-  }
-}
-
-/** A download of `url` that reports its bytes: {total, body, blob(note)}; `note` goes with
- * the progress reports from then on. */
-async function download(url, onProgress) {
-  const response = await fetch(url);
-  if (!response.ok) throw new Error(`HTTP ${response.status} ${response.statusText}`.trim());
-  const total = Number(response.headers.get("content-length")) || 0;
-  let loaded = 0;
-  let note = "";
-  const body = response.body.pipeThrough(
-    new TransformStream({
-      transform(chunk, controller) {
-        loaded += chunk.byteLength;
-        onProgress(loaded, total, note);
-        controller.enqueue(chunk);
-      },
-    }),
-  );
-  const blob = (said) => {
-    note = said;
-    return new Response(body).blob();
-  };
-  return { total, body, blob };
-}
-
-/** Bytes the origin may still store (its quota less its usage), or null when unknown. */
-async function freeStorage() {
-  try {
-    const { quota, usage } = await navigator.storage.estimate();
-    return Number.isFinite(quota) && Number.isFinite(usage) ? Math.max(0, quota - usage) : null;
-  } catch {
-    return null;
-  }
-}
-
-const mb = (bytes) => (bytes / 1e6).toFixed(0);
-
-async function readState(key) {
-  try {
-    const cache = await caches.open(STATE_CACHE);
-    const hit = await cache.match(key);
-    return hit ? await hit.arrayBuffer() : null;
-  } catch (error) {
-    console.warn(`[cpu engine] the saved model state could not be read: ${error.message}`);
-    return null;
-  }
-}
-
-/** Keep `bytes` under `key`, and only the newest few states. */
-async function writeState(key, bytes) {
-  const cache = await caches.open(STATE_CACHE);
-  await cache.delete(key);
-  await cache.put(key, new Response(bytes));
-  const keys = await cache.keys(); // oldest first
-  for (const old of keys.slice(0, Math.max(0, keys.length - STATES_KEPT))) await cache.delete(old);
-}
-
-// Architectures whose GGUFs may lack a template but are known to want llama.cpp's built-in
-// one: the Gemma 3 270M GGUF we bundle has none, and ChatML (the fallback) gives garbage.
-const BUILTIN_FOR_ARCHITECTURE = [[/^gemma/, "gemma"]];
-
-// Names of llama.cpp's built-in templates, recognised in a GGUF's template by their markers;
-// llama.cpp applies a GGUF's template by recognising it the same way (it has no jinja here).
-const TEMPLATE_MARKERS = [
-  ["<|im_start|>", "chatml"],
-  ["<start_of_turn>", "gemma"],
-  ["<|start_header_id|>", "llama3"],
-  ["[INST]", "llama2"],
-  ["<|user|>", "zephyr"],
-];
-
-/**
- * Which chat template a model gets, from its GGUF header:
- *  - the GGUF has one: llama.cpp applies it (source "gguf"; `option` "" means the model's own);
- *  - it has none and its architecture is known to need a built-in one (Gemma): that built-in
- *    (source "builtin");
- *  - otherwise ChatML, with a warning (source "default").
- */
-export function chatTemplateFor({ architecture, chatTemplate }) {
-  if (chatTemplate) {
-    const marker = TEMPLATE_MARKERS.find(([text]) => chatTemplate.includes(text));
-    return { source: "gguf", name: marker ? marker[1] : "custom", architecture, option: "" };
-  }
-  const builtin = BUILTIN_FOR_ARCHITECTURE.find(([pattern]) => pattern.test(architecture || ""));
-  if (builtin) return { source: "builtin", name: builtin[1], architecture, option: builtin[1] };
-  return unknownTemplate(architecture, `The GGUF has no chat template and its architecture (${architecture || "unknown"}) is not one we know`);
-}
-
-function unknownTemplate(architecture, why) {
-  return {
-    source: "default",
-    name: "chatml",
-    architecture,
-    option: "chatml",
-    warning: `${why}: using ChatML. Replies may be poor; prefer a GGUF with a template llama.cpp knows.`,
-  };
-}
-
-const GGUF_STRING = 8;
-const GGUF_ARRAY = 9;
-const GGUF_SCALAR_BYTES = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
-
-/**
- * The few header keys we need from a GGUF file (general.architecture, general.name,
- * tokenizer.chat_template), read from the start of the Blob. The template comes after the
- * vocabulary (1.8 MB into SmolLM2's file, 6.5 MB into Gemma's), so the slice read grows
- * until the key/value section fits.
- */
-export async function readGgufHeader(blob) {
-  for (let size = 4 << 20; ; size *= 2) {
-    const bytes = new Uint8Array(await blob.slice(0, Math.min(size, blob.size)).arrayBuffer());
-    const header = parseGgufHeader(bytes);
-    if (header) return header;
-    if (size >= blob.size) throw new Error("the file ends inside its GGUF header");
-  }
-}
-
-const TRUNCATED = new Error("the GGUF header runs past the bytes read");
-
-/** The header keys from `bytes`, or null when the key/value section runs past its end. */
-function parseGgufHeader(bytes) {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const decoder = new TextDecoder();
-  let at = 0;
-  const need = (n) => {
-    if (at + n > bytes.length) throw TRUNCATED;
-  };
-  const u32 = () => (need(4), (at += 4), view.getUint32(at - 4, true));
-  const u64 = () => (need(8), (at += 8), Number(view.getBigUint64(at - 8, true)));
-  const string = () => {
-    const length = u64();
-    need(length);
-    at += length;
-    return decoder.decode(bytes.subarray(at - length, at));
-  };
-  const skip = (type) => {
-    if (type === GGUF_STRING) return void (need(8), (at += 8 + Number(view.getBigUint64(at, true))));
-    if (type === GGUF_ARRAY) {
-      const itemType = u32();
-      const count = u64();
-      if (itemType in GGUF_SCALAR_BYTES) return void (need(count * GGUF_SCALAR_BYTES[itemType]), (at += count * GGUF_SCALAR_BYTES[itemType]));
-      for (let i = 0; i < count; i++) skip(itemType);
-      return;
-    }
-    if (!(type in GGUF_SCALAR_BYTES)) throw new Error(`unknown GGUF value type ${type}`);
-    need(GGUF_SCALAR_BYTES[type]);
-    at += GGUF_SCALAR_BYTES[type];
-  };
-  try {
-    need(4);
-    if (decoder.decode(bytes.subarray(0, 4)) !== "GGUF") throw new Error("not a GGUF file (bad magic)");
-    at = 4;
-    const version = u32();
-    u64(); // tensor count
-    const keys = u64();
-    const wanted = { "general.architecture": "architecture", "general.name": "name", "tokenizer.chat_template": "chatTemplate" };
-    const header = { version, architecture: null, name: null, chatTemplate: null };
-    for (let i = 0; i < keys; i++) {
-      const key = string();
-      const type = u32();
-      if (key in wanted && type === GGUF_STRING) header[wanted[key]] = string();
-      else skip(type);
-    }
-    return header;
-  } catch (error) {
-    if (error === TRUNCATED) return null;
-    throw error;
-  }
 }
 
 function loadError(url, error, isBundled) {
@@ -704,13 +418,6 @@ function loadError(url, error, isBundled) {
   return new EngineError(/memory/i.test(raw) ? "memory" : "engine", message, { cause: error });
 }
 
-/** A crash of llama.cpp or of its worker: the call fails, and the next one loads the model
- * into a new worker (kind "crashed": the Python side then counts the model as not loaded). */
-function crashError(raw, cause = undefined) {
-  const message = `The CPU engine crashed (${raw}); the next call loads the model again.`;
-  return new EngineError(/memory/i.test(raw) ? "memory" : "crashed", message, { cause });
-}
-
 function chatError(error) {
   if (error instanceof EngineError) return error;
   const raw = String(error?.message || error);
@@ -719,27 +426,4 @@ function chatError(error) {
     ? (/context|tokens than/i.test(raw) ? "context" : "memory")
     : "engine";
   return new EngineError(kind, `The CPU engine failed while generating: ${raw}`, { cause: error });
-}
-
-const MAX_ITEMS = 8;
-
-/**
- * A copy of a JSON Schema in which every string has a maxLength (at most maxChars) and every
- * array a maxItems, so a grammar built from it cannot run on until the reply budget is spent.
- */
-export function boundedSchema(schema, maxChars) {
-  if (Array.isArray(schema)) return schema.map((item) => boundedSchema(item, maxChars));
-  if (!schema || typeof schema !== "object") return schema;
-  const copy = {};
-  for (const [key, value] of Object.entries(schema)) {
-    copy[key] = key === "enum" || key === "const" || key === "default" || key === "examples"
-      ? value
-      : boundedSchema(value, maxChars);
-  }
-  const types = [].concat(copy.type ?? []);
-  if (types.includes("string") && !copy.enum && !copy.const) {
-    copy.maxLength = Math.min(copy.maxLength ?? maxChars, maxChars);
-  }
-  if (types.includes("array")) copy.maxItems = Math.min(copy.maxItems ?? MAX_ITEMS, MAX_ITEMS);
-  return copy;
 }
