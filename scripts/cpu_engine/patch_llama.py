@@ -19,7 +19,7 @@ from pathlib import Path
 # flash attention (meant for attention without a cache), which the CPU engine's F32 cache would
 # pay for every token, over the whole cache. F32 because WebAssembly has no half-precision
 # arithmetic: ggml's wasm kernels convert every F16 element on its own, and with an F16 cache
-# that took two thirds of decoding at a 1,000-token context (docs/models.md, the speed table).
+# that took two thirds of decoding at a 1,000-token context (`node --cpu-prof`; scripts/cpu_engine/README.md).
 F32_CACHE_IN_FLASH_ATTENTION = (
     "src/llama-graph.cpp",
     "        // this can happen when KV cache is not used"
