@@ -70,7 +70,7 @@ let last = performance.now();
 const frame = (now) => {
   window.__stalls.longest_frame_gap_ms = Math.max(window.__stalls.longest_frame_gap_ms, now - last);
   last = now;
-  if (document.body?.dataset.status !== "ready") requestAnimationFrame(frame);
+  if (window.agentApp?.state() !== "ready") requestAnimationFrame(frame);
 };
 requestAnimationFrame(frame);
 """
@@ -97,9 +97,7 @@ def plan_reply() -> str:
 def boot(page: Any, url: str) -> dict[str, Any]:
     started = time.perf_counter()
     page.goto(url)
-    page.wait_for_function(
-        "document.body.dataset.status === 'ready'", timeout=config.BOOT_TIMEOUT_MS
-    )
+    page.wait_for_function("window.agentApp?.state() === 'ready'", timeout=config.BOOT_TIMEOUT_MS)
     wall_ms = (time.perf_counter() - started) * 1000
     stalls = page.evaluate("window.__stalls")  # the boot's, not what follows it
     page.wait_for_function(
@@ -139,9 +137,7 @@ REPLIES = {
 def run_once(page: Any) -> dict[str, Any]:
     """One scripted run of STEPS steps in the page; its result."""
     page.evaluate("r => window.agentApp.setScript(r)", REPLIES)
-    page.evaluate("window.agentApp.lastResult = undefined; window.agentApp.run('bench')")
-    page.wait_for_function("window.agentApp.lastResult !== undefined", timeout=120_000)
-    result: dict[str, Any] | None = page.evaluate("window.agentApp.lastResult")
+    result: dict[str, Any] | None = page.evaluate("window.agentApp.run('bench')")
     if result is None or result["stats"]["steps_run"] != STEPS:
         raise RuntimeError(f"the scripted run did not run {STEPS} steps: {result}")
     return result
@@ -398,7 +394,7 @@ def soak(playwright: Any, base: str, runs: int, every: int) -> list[str]:
                 lines.append(f"  after {run:4d} runs: {shown}")
         page.reload()
         page.wait_for_function(
-            "document.body.dataset.status === 'ready'", timeout=config.BOOT_TIMEOUT_MS
+            "window.agentApp?.state() === 'ready'", timeout=config.BOOT_TIMEOUT_MS
         )
         sessions = page.locator("#sessions").inner_text()
         context.close()

@@ -101,6 +101,19 @@ export const ToUI = Object.freeze({
   ERROR: "error", // {message}
 });
 
+/**
+ * A run's result: the core's RunResult (agent_py/core/agent.py) as its model_dump_json writes
+ * it; the page passes it on as it is (window.agentApp.run settles with it).
+ * @typedef {object} RunResult
+ * @property {string} answer
+ * @property {"completed" | "failed" | "cancelled"} state
+ * @property {string | null} error
+ * @property {"task" | "engine" | "internal" | null} failure  why a failed run failed
+ * @property {object | null} plan  the latest plan
+ * @property {object[]} steps
+ * @property {object} stats
+ */
+
 export const toUI = Object.freeze({
   progress: (what, progress, text) => ({ type: ToUI.PROGRESS, what, progress, text }),
   ready: ({ engine, gpu, timings, settings }) => ({ type: ToUI.READY, engine, gpu, timings, settings }),
@@ -111,6 +124,7 @@ export const toUI = Object.freeze({
   token: (purpose, step, text) => ({ type: ToUI.TOKEN, purpose, step, text }),
   engineNote: (purpose, step, text) => ({ type: ToUI.ENGINE_NOTE, purpose, step, text }),
   waiting: (what) => ({ type: ToUI.WAITING, what }),
+  // result: a RunResult (below), or null when the page could not run the task.
   // overhead (a finished run only): {step_ms: the orchestration time per step, outside the
   // engine, one sample per step; drains: runs of the event loop's ready queue, or null}.
   runFinished: (result, counts, overhead = null) => ({

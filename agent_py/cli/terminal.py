@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from agent_py.cli.web_server import start_server
+from agent_py.core.agent import RunResult
 from agent_py.core.errors import SetupError as SetupError  # what the terminal commands catch
 from agent_py.core.events import Event, EventType
 from agent_py.core.history import read_history_file
@@ -241,11 +242,11 @@ class PageAgent:
             self.page.goto(f"{base_url}index.html?engine={self.engine_choice}")
             what = "the page to start (Python and the model engine)"
             if not self._wait(
-                "['ready', 'failed'].includes(document.body.dataset.status)", what, guard_s=180
+                "['ready', 'failed'].includes(window.agentApp?.state())", what, guard_s=180
             ):
                 raise WaitTimedOut(what, guard_s=180)
             self.engine = self.page.evaluate("window.agentApp.engine") or {}
-            if self.page.evaluate("document.body.dataset.status") == "ready":
+            if self.page.evaluate("window.agentApp.state()") == "ready":
                 self._wait_for_servers(self.mcp_servers or [])
                 if self.usable:
                     self._wait_for_preparation()
@@ -353,15 +354,11 @@ class PageAgent:
         """Wait until each server is connected or has failed; past ``timeout_s`` the run
         goes on (the page shows the server as connecting)."""
         for server in servers:
-            found = (
-                f'#mcp-server-list li[data-server="{server["name"]}"]'
-                ':is([data-state="connected"], [data-state="error"])'
+            settled = (
+                "window.agentApp.serverStates().some((s) => s.name === "
+                f"{json.dumps(server['name'])} && ['connected', 'error'].includes(s.state))"
             )
-            self._wait(
-                f"document.querySelector({json.dumps(found)}) !== null",
-                f"the MCP server {server['name']} to connect",
-                guard_s=timeout_s,
-            )
+            self._wait(settled, f"the MCP server {server['name']} to connect", guard_s=timeout_s)
 
     def _wait_for_preparation(self, timeout_s: float = 900) -> None:
         """Wait for the boot's preparation of the model: the planner's prompt restored from
@@ -392,37 +389,42 @@ class PageAgent:
         ``session``: the recorded session the task continues (its events; [] a new one);
         None: the page's current one (the previous task's, a follow-up). Past ``timeout_s``
         (a hang guard) the run is stopped and reported as failed."""
-        from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
-
         if session is not None:
             self.page.evaluate(
                 "events => window.agentApp.useSession(events)",
                 [event.model_dump(mode="json") for event in session],
             )
-        self.page.evaluate("window.agentApp.lastResult = undefined")
         if script is not None:
             self.page.evaluate("replies => window.agentApp.setScript(replies)", script)
-        self.page.evaluate("question => window.agentApp.run(question)", question)
-        finished = "window.agentApp.lastResult !== undefined"
-        try:
-            self.page.wait_for_function(finished, timeout=int(timeout_s * 1000), polling=250)
-        except PlaywrightTimeoutError:
+        # run() settles with the result; finished(ms) gives it, or says the run has not ended.
+        self.page.evaluate("question => { window.agentApp.run(question); }", question)
+        ended, result = self._finished(timeout_s)
+        if not ended:
             self.page.evaluate("window.agentApp.stop()")
             late = f"no answer within {timeout_s:g} s"
-            try:
-                self.page.wait_for_function(finished, timeout=int(STOP_GRACE_S * 1000), polling=250)
-            except PlaywrightTimeoutError:
+            ended, result = self._finished(STOP_GRACE_S)
+            if not ended:
                 return {
                     "state": "failed",
                     "error": f"{late}, and the run did not end within {STOP_GRACE_S:g} s "
                     "of being stopped",
                     "steps": [],
                 }
-            result = self.page.evaluate("window.agentApp.lastResult")
             if result is not None:
                 result.update(state="failed", error=f"{late}: stopped")
-            return result  # type: ignore[no-any-return]
-        return self.page.evaluate("window.agentApp.lastResult")  # type: ignore[no-any-return]
+        return result
+
+    def _finished(self, timeout_s: float) -> tuple[bool, dict[str, Any] | None]:
+        """Whether the page's run ended within ``timeout_s``, and its result: the RunResult
+        as a dict, or None when the page could not run it. The result is checked against the
+        core's RunResult, the contract the page passes on."""
+        wait = self.page.evaluate("ms => window.agentApp.finished(ms)", int(timeout_s * 1000))
+        if not wait["done"]:
+            return False, None
+        raw = wait.get("result")
+        if raw is None:
+            return True, None
+        return True, RunResult.model_validate(raw).model_dump(mode="json")
 
     def end_session(self, timeout_s: float = 30) -> None:
         """End the page's session (it records ``session_end``) and wait until that event has

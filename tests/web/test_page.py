@@ -166,6 +166,39 @@ def test_stop_ends_a_running_task_and_the_ui_says_so(page: Any, scripted: str) -
     assert page.get_by_role("button", name="Stop").is_disabled()
 
 
+def test_the_page_api_gives_its_drivers_states_and_each_run_as_a_promise_of_its_result(
+    page: Any, scripted: str
+) -> None:
+    """What the terminal and the suite drive the page by (window.agentApp): the page's state,
+    run() settling with the core's RunResult, and finished(ms) saying whether the run under
+    way has ended; never the status line's words or the DOM."""
+    from agent_py.core.agent import RunResult
+
+    assert page.evaluate("window.agentApp?.state()") in (None, "starting")
+    open_app(page, scripted)
+    assert page.evaluate("window.agentApp.state()") == "ready"
+    assert page.evaluate("window.agentApp.serverStates()") == []
+
+    page.evaluate(
+        "replies => window.agentApp.setScript(replies)",
+        {
+            "plan": plan([step("s1", "llm_generator", {"prompt": "say 42"})]),
+            "generate": {"text": "42", "busy_ms": 1500},
+            "rethink": done("42"),
+        },
+    )
+    page.evaluate("() => { window.__run = window.agentApp.run('answer'); }")
+    page.wait_for_selector('[data-step="s1"][data-status="running"]')
+    assert page.evaluate("window.agentApp.finished(0)") == {"done": False}
+    result = page.evaluate("window.__run")
+    assert RunResult.model_validate(result).answer == "42"
+    assert result["state"] == "completed"
+    assert page.evaluate("window.agentApp.finished(0)") == {"done": True, "result": result}
+    # A run that cannot start (an empty task) settles at once, with no result.
+    assert page.evaluate("window.agentApp.run('   ')") is None
+    assert page.evaluate("window.agentApp.finished(0)") == {"done": True, "result": None}
+
+
 def test_a_stop_the_wedged_agent_cannot_honour_restarts_it_and_the_next_run_works(
     page: Any, scripted: str
 ) -> None:

@@ -44,6 +44,10 @@ let sessionSent = Promise.resolve(); // a run is posted after the session it bel
 let firstBootSettled;
 const firstBoot = new Promise((resolve) => { firstBootSettled = resolve; });
 const waiters = new Map(); // message type -> resolve, for the test hooks below
+// For the page's drivers (window.agentApp): "starting" until the worker has booted, then
+// "ready" or "failed"; and the run under way (or the last one), settled with its result.
+let pageState = "starting";
+let lastRun = null; // {promise, resolve}
 
 function loadUserSettings() {
   try {
@@ -154,9 +158,11 @@ function startWorker() {
   target.onmessage = (message) => onWorkerMessage(message.data, answer);
   target.onerror = (event) => {
     firstBootSettled();
+    pageState = "failed";
     setStatus("Failed to start");
     showError(`The agent worker failed: ${event.message || "unknown error"}`);
   };
+  pageState = "starting";
   target.postMessage(toWorker.boot(userSettings, engineOverride));
 }
 
@@ -207,6 +213,7 @@ function onWorkerMessage(message, answer) {
         window.agentApp.lastOverhead = message.overhead;
         window.agentApp.lastResult = message.result;
         setRunning(false);
+        lastRun?.resolve(message.result);
       });
       return;
     case ToUI.MODELS:
@@ -219,6 +226,7 @@ function onWorkerMessage(message, answer) {
       showError(message.message);
       if (!ready) {
         setStatus("Failed to start");
+        pageState = "failed";
         firstBootSettled();
       }
       return;
@@ -260,6 +268,7 @@ function showPrepared({ prefilled, prompt_tokens: tokens, ms, skipped, error, re
 
 function onReady({ engine, timings, settings: info }) {
   ready = true;
+  pageState = "ready";
   firstBootSettled();
   window.agentApp.timings = timings;
   window.agentApp.engine = engine;
@@ -282,14 +291,31 @@ function onReady({ engine, timings, settings: info }) {
 }
 
 // --- run and stop --------------------------------------------------------------------------------
+/** Runs a task; settles with its RunResult (protocol.js), or null at once when none starts. */
 function run(question) {
-  if (!question.trim() || running) return;
+  if (!question.trim() || running) {
+    lastRun = { promise: Promise.resolve(null), resolve() {} };
+    return lastRun.promise;
+  }
+  let resolve;
+  const promise = new Promise((settle) => { resolve = settle; });
+  lastRun = { promise, resolve };
   showError("");
   $("live").textContent = "";
   setStatus("Running…");
   setRunning(true);
   const target = worker;
   sessionSent.then(() => target.postMessage(toWorker.run(question)));
+  return promise;
+}
+
+/** The run under way (or the last one): {done: true, result} once it has ended, or
+ * {done: false} when it has not within `timeoutMs`. */
+function finished(timeoutMs) {
+  if (!lastRun) return Promise.resolve({ done: true, result: null });
+  const ended = lastRun.promise.then((result) => ({ done: true, result }));
+  const late = new Promise((resolve) => setTimeout(() => resolve({ done: false }), timeoutMs));
+  return Promise.race([ended, late]);
 }
 
 // --- the conversation: turns of one session, continued across reloads ----------------------------
@@ -489,7 +515,11 @@ function request(message, answerType) {
   });
 }
 
+// The page's API for its drivers (the terminal, the suite, scripts and tests): states and
+// promises, never the words of the status line or the DOM.
 window.agentApp = {
+  /** "starting", "ready" (the engine may still be unusable: `engine.usable`) or "failed". */
+  state: () => pageState,
   /** Every setting in effect (null before the worker has started). */
   settings: () => (settingsInfo ? { ...settingsInfo.values } : null),
   /** The same with the defaults, which settings restart the worker, and the model profile. */
@@ -499,6 +529,8 @@ window.agentApp = {
   engineCounts: async () => (await request(toWorker.engineCounts(), ToUI.ENGINE_COUNTS)).counts,
   /** The MCP servers list (as saved) and a way to replace it, like editing the panel. */
   mcpServers: () => serversPanel.servers(),
+  /** Each server's state ({name, state, error?}: "pending", "connected", "error", …). */
+  serverStates: () => serversPanel.states(),
   setMcpServers: (servers) => serversPanel.setServers(servers),
   bridgePresence: () => tools.relay.presence,
   /** Each preparation's report since the page opened (`prepared` is the last). */
@@ -506,6 +538,7 @@ window.agentApp = {
   /** Each wait the engine reported ({what, shown}: shown in the model bar once it lasted). */
   waits: () => waitShown.seen,
   run,
+  finished,
   stop,
   sessions: () => store.sessions(),
   /** The next run continues the session of these stored events ([]: a new session). */

@@ -128,6 +128,20 @@ export class ServersPanel {
     this.#render();
   }
 
+  /** Each saved server's state as the panel shows it: {name, state ("pending", "connected",
+   * "error", "sign-in", "disabled", …), error?}. */
+  states() {
+    return this.#servers.map((server) => {
+      const error = this.#statuses.get(server.name)?.error;
+      return { name: server.name, state: this.#stateOf(server), ...(error ? { error } : {}) };
+    });
+  }
+
+  #stateOf(server) {
+    if (this.#signIns.has(server.name)) return "sign-in";
+    return server.enabled ? this.#statuses.get(server.name)?.state || "pending" : "disabled";
+  }
+
   /** A sign-in waits for the user's click (`{open, cancel}`), or no longer (null). */
   setSignIn(name, handlers) {
     if (handlers) this.#signIns.set(name, { ...handlers, note: "" });
@@ -165,7 +179,7 @@ export class ServersPanel {
   #item(server) {
     const status = this.#statuses.get(server.name);
     const signIn = this.#signIns.get(server.name);
-    const state = signIn ? "sign-in" : server.enabled ? status?.state || "pending" : "disabled";
+    const state = this.#stateOf(server);
     const button = (text, label, onClick) => {
       const node = el("button", { type: "button", "aria-label": `${label} server ${server.name}`, text });
       node.addEventListener("click", onClick);
