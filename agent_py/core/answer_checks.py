@@ -87,10 +87,15 @@ def before_it_starts_over(text: str) -> str | None:
     return None
 
 
+_PLACEHOLDER = re.compile(r"[\s.…_]+")
+
+
 def unusable_answer(answer: str, instructions: Iterable[str], question: str) -> str | None:
     """Why ``answer`` cannot be given to the user as the run's answer, or None."""
     if not answer.strip():
         return "the model's answer is empty"
+    if _PLACEHOLDER.fullmatch(answer):  # a reply format's "…" copied ("[]" is an answer)
+        return f"the model's answer is a placeholder, not an answer: {answer.strip()[:40]!r}"
     if echoes_instructions(answer, instructions, allowed=question):
         return "the model's answer repeats the agent's instructions instead of answering"
     if repeats_itself(answer):

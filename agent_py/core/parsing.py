@@ -214,13 +214,19 @@ _WRAPPING_FENCE = re.compile(
 )
 _STATUS_TAG = re.compile(r"<status>\s*\w*\s*</status>", re.IGNORECASE)
 _ANSWER_TAGS = re.compile(r"</?(?:final|answer)>", re.IGNORECASE)
+# The label our prompts give the answer ("the answer for the user: the result itself"), which a
+# small model copies in front of it ("the answer for the user: 150"); dropped when an answer
+# follows it.
+_COPIED_LABEL = re.compile(
+    r"\A\s*(?:the\s+)?answer\s+for\s+the\s+user\s*[:\-–]\s*(?=\S)", re.IGNORECASE
+)
 
 
 def clean_answer(text: str) -> str:
     """The answer without the markup of our reply formats: its thinking, a ``<status>`` tag,
-    the ``<final>`` or ``<answer>`` tags around it (their content kept), and a Markdown or
+    the ``<final>`` or ``<answer>`` tags around it (their content kept), a Markdown or
     plain-text fence around the whole of it (a fence of code, or one inside an answer, is
-    the answer's own, and stays)."""
+    the answer's own, and stays), and our prompts' label for it copied in front of it."""
     answer, _ = split_thinking(text)
     inside = extract_tag(answer, "final")
     if inside is not None:
@@ -229,4 +235,4 @@ def clean_answer(text: str) -> str:
     fenced = _WRAPPING_FENCE.match(answer)
     if fenced and "```" not in fenced.group(1):
         answer = fenced.group(1).strip()
-    return answer
+    return _COPIED_LABEL.sub("", answer, count=1)

@@ -40,6 +40,19 @@ async def test_an_empty_answer_fails_the_run() -> None:
     assert await run_with_answer("   ") == (AgentState.FAILED, "the model's answer is empty")
 
 
+async def test_a_placeholder_copied_as_the_answer_fails_the_run() -> None:
+    """A reply format's "…" copied as the answer is no answer; "[]" (an empty list) is one."""
+    assert await run_with_answer("<final>…</final>") == (
+        AgentState.FAILED,
+        "the model's answer is a placeholder, not an answer: '…'",
+    )
+    assert await run_with_answer("...") == (
+        AgentState.FAILED,
+        "the model's answer is a placeholder, not an answer: '...'",
+    )
+    assert await run_with_answer("[]") == (AgentState.COMPLETED, None)
+
+
 async def test_an_answer_that_is_only_unfinished_thinking_fails_the_run() -> None:
     state, error = await run_with_answer("<think>Let me see, the user wants")
     assert (state, error) == (AgentState.FAILED, "the model's answer is empty")

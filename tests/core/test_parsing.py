@@ -201,6 +201,10 @@ def test_unreadable_reflections_say_why(reply: str, reason: str) -> None:
         ("```\n36\n```", "36"),
         ("<answer>36</answer>", "36"),
         ("<think>hm</think>The result is 5.", "The result is 5."),
+        # The rethink prompt's label for the answer, copied in front of it.
+        ("<status>done</status><final>the answer for the user: 150</final>", "150"),
+        ("The answer for the user - Paris", "Paris"),
+        ("The answer is 150.", "The answer is 150."),
         # A fence of code, or a fence inside the answer, is the answer's own.
         ("```javascript\nreturn 1;\n```", "```javascript\nreturn 1;\n```"),
         ("Here:\n```js\nx\n```", "Here:\n```js\nx\n```"),
