@@ -10,18 +10,16 @@ from agent_py.core.llm import (
     CallPurpose,
     ChatReply,
     LLMError,
-    ManagedLLM,
     MemoryPressureError,
     Message,
-    ModelRoles,
-    ResidencyPolicy,
-    ScriptedLLM,
     Usage,
 )
+from agent_py.core.managed_llm import ManagedLLM, ModelRoles, ResidencyPolicy
 from agent_py.core.model_client import ReplyBudgets
 from agent_py.core.parsing import parse_plan, parse_rethink
 from agent_py.core.plan import PlanSchema, PlanShape, StepSchema, TaskSchema, plan_json_schema
 from agent_py.core.planner import PlanAndRethink
+from agent_py.core.scripted_llm import ScriptedLLM
 from agent_py.core.step_action import StepAction
 from agent_py.tools import (
     JavascriptExecutor,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import re
 
-from agent_py.core.llm import CallInfo, Message, ScriptedLLM
+from agent_py.core.llm import CallInfo, Message
+from agent_py.core.scripted_llm import ScriptedLLM
 
 DEMO_LABEL = "scripted demo model (canned replies, no language model)"
 

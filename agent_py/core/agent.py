@@ -19,15 +19,8 @@ from agent_py.core.errors import AgentError, LLMError, PlanCancelled, PromptTooL
 from agent_py.core.events import AgentState, Event, EventType, FailureCause
 from agent_py.core.execution import StepOutcome
 from agent_py.core.history import EventListener, EventRecorder, HistorySink, Hooks, new_session_id
-from agent_py.core.llm import (
-    LLM,
-    ManagedLLM,
-    ModelRoles,
-    ModelStats,
-    ResidencyPolicy,
-    Sampling,
-    Usage,
-)
+from agent_py.core.llm import LLM, Sampling, Usage
+from agent_py.core.managed_llm import ManagedLLM, ModelRoles, ModelStats, ResidencyPolicy
 from agent_py.core.model_client import ModelClient, ReplyBudgets, TokenListener
 from agent_py.core.plan import PlanSchema, PlanShape
 from agent_py.core.planner import PlanAndRethink, PlanRun

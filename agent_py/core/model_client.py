@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -19,16 +20,19 @@ from agent_py.core.events import EventType
 from agent_py.core.grammar import compact_grammar
 from agent_py.core.history import EventRecorder
 from agent_py.core.llm import (
+    CallOptions,
     CallPurpose,
     ChatReply,
     LLMError,
-    ManagedLLM,
     Message,
     ModelRole,
     Sampling,
     Usage,
 )
+from agent_py.core.managed_llm import ManagedLLM
 from agent_py.core.parsing import split_thinking
+
+NO_OPTIONS = CallOptions()
 
 TokenListener = Callable[[str, str | None, str], None]
 """Streaming text: (purpose, step id or None, chunk)."""
@@ -127,44 +131,22 @@ class ModelClient:
             ) from None
 
     async def ask(
-        self,
-        messages: list[Message],
-        purpose: CallPurpose,
-        *,
-        schema: dict[str, Any] | None = None,
-        tool: str | None = None,
-        step: str | None = None,
-        sampling: Sampling | None = None,
-        grammar: str | None = None,
+        self, messages: list[Message], purpose: CallPurpose, options: CallOptions = NO_OPTIONS
     ) -> str:
         """Send ``messages`` and return the reply's text without its ``<think>`` blocks.
 
-        ``sampling`` replaces the client's own for this call. ``grammar``: a GBNF grammar
-        for a reply without a schema, for engines that take one (the others ignore it)."""
-        reply = await self.reply(
-            messages,
-            purpose,
-            schema=schema,
-            tool=tool,
-            step=step,
-            sampling=sampling,
-            grammar=grammar,
-        )
+        ``options.sampling`` replaces the client's own for this call; ``options.grammar``:
+        a GBNF grammar for a reply without a schema, for engines that take one (the others
+        ignore it)."""
+        reply = await self.reply(messages, purpose, options)
         return reply.text
 
     async def reply(
-        self,
-        messages: list[Message],
-        purpose: CallPurpose,
-        *,
-        schema: dict[str, Any] | None = None,
-        tool: str | None = None,
-        step: str | None = None,
-        sampling: Sampling | None = None,
-        grammar: str | None = None,
+        self, messages: list[Message], purpose: CallPurpose, options: CallOptions = NO_OPTIONS
     ) -> ChatReply:
         """Like :meth:`ask`, with why the reply ended (``finish_reason``) and its usage."""
         max_tokens = self.budgets.for_purpose(purpose)
+        step, schema = options.step, options.schema
         await self._measure(messages, purpose)
         try:
             fitted = fit_messages(messages, self.prompt_budget(purpose), self.llm.count_tokens)
@@ -174,22 +156,23 @@ class ModelClient:
         if self.on_token is not None:
             listener = self.on_token
             on_token = lambda chunk: listener(purpose.value, step, chunk)  # noqa: E731
-        call = self.llm.chat(
-            fitted,
-            purpose,
-            max_tokens=max_tokens,
-            schema=schema,
-            thinking=self.thinking,
-            tool=tool,
-            step=step,
-            sampling=sampling or self._sampling_for(schema),
+        sent = replace(
+            options,
+            sampling=options.sampling or self._sampling_for(schema),
             grammar=(
                 compact_grammar(
                     schema, max_chars=max_tokens * 4, spaced=self.llm.json_grammar_spaced
                 )
                 if schema is not None and self.compact_json
-                else grammar
+                else options.grammar
             ),
+        )
+        call = self.llm.chat(
+            fitted,
+            purpose,
+            sent,
+            max_tokens=max_tokens,
+            thinking=self.thinking,
             on_token=on_token,
         )
         try:
@@ -214,7 +197,7 @@ class ModelClient:
             text,
             step=step,
             purpose=purpose.value,
-            tool=tool,
+            tool=options.tool,
             finish_reason=reply.finish_reason,
             usage=reply.usage.model_dump(exclude_none=True),
         )

@@ -26,7 +26,7 @@ from agent_py.core.execution import (
     result_statuses,
 )
 from agent_py.core.history import EventRecorder
-from agent_py.core.llm import CallPurpose, ModelRole, Sampling, Usage
+from agent_py.core.llm import CallOptions, CallPurpose, ModelRole, Sampling, Usage
 from agent_py.core.messages import Keep, Message, stand_ins
 from agent_py.core.model_client import ModelClient
 from agent_py.core.parsing import (
@@ -402,7 +402,9 @@ class PlanAndRethink:
             base = self.model.sampling or Sampling()
             sampling = base.model_copy(update={"temperature": self.strategy.retry_temperature})
         reply = await self.model.ask(
-            conversation, CallPurpose.PLAN, schema=self.plan_schema(), sampling=sampling
+            conversation,
+            CallPurpose.PLAN,
+            CallOptions(schema=self.plan_schema(), sampling=sampling),
         )
         conversation.append({"role": "assistant", "content": reply})
         try:
@@ -548,14 +550,14 @@ class PlanAndRethink:
 
     async def _make_plan(self, conversation: list[Message]) -> PlanSchema:
         schema = self.plan_schema()
-        reply = await self.model.ask(conversation, CallPurpose.PLAN, schema=schema)
+        reply = await self.model.ask(conversation, CallPurpose.PLAN, CallOptions(schema=schema))
         conversation.append({"role": "assistant", "content": reply})
         try:
             return parse_plan(reply)
         except PlanParseError as first:
             error = first.reason
         conversation.append({"role": "user", "content": render("plan_repair", error=error)})
-        repaired = await self.model.ask(conversation, CallPurpose.PLAN, schema=schema)
+        repaired = await self.model.ask(conversation, CallPurpose.PLAN, CallOptions(schema=schema))
         conversation.append({"role": "assistant", "content": repaired})
         if repaired.strip() == reply.strip():
             raise RunFailure(f"no usable plan: {error} (the model repeated the same reply)")

@@ -19,7 +19,7 @@ from agent_py.core import references
 from agent_py.core.concurrency import run_abandonable
 from agent_py.core.errors import InvalidArgumentsError, ReplyParseError
 from agent_py.core.grammar import fenced_code_grammar
-from agent_py.core.llm import CallPurpose, Message
+from agent_py.core.llm import CallOptions, CallPurpose, Message
 from agent_py.core.parsing import extract_json
 from agent_py.core.prompts import examples, render
 from agent_py.core.tool import (
@@ -244,10 +244,12 @@ class StepAction:
         reply = await self.ctx.model.ask(
             messages,
             CallPurpose.ARGUMENTS,
-            tool=self.tool.name,
-            step=self.ctx.step_id,
-            sampling=self.ctx.model.sampling,  # code copies the question's values: no DRY
-            grammar=fenced_code_grammar(language.lower()),
+            CallOptions(
+                tool=self.tool.name,
+                step=self.ctx.step_id,
+                sampling=self.ctx.model.sampling,  # code copies the question's values: no DRY
+                grammar=fenced_code_grammar(language.lower()),
+            ),
         )
         code = fenced_block(reply)
         if not code:
@@ -298,9 +300,7 @@ class StepAction:
         return await self.ctx.model.ask(
             messages,
             CallPurpose.ARGUMENTS,
-            schema=self.tool.input_schema,
-            tool=self.tool.name,
-            step=self.ctx.step_id,
+            CallOptions(schema=self.tool.input_schema, tool=self.tool.name, step=self.ctx.step_id),
         )
 
     def _read_arguments(

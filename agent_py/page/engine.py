@@ -17,9 +17,9 @@ from agent_py.core.llm import (
 from agent_py.page.ports import (
     SANDBOX_RESULT,
     Bridge,
-    EngineCall,
     EngineReply,
     PythonSandboxReply,
+    call_json,
 )
 from agent_py.tools.javascript import JSRunResult
 from agent_py.tools.python import PyRunResult
@@ -87,8 +87,7 @@ class BridgeLLM(LLM):
     async def chat(
         self, messages: list[Message], call: CallInfo, on_token: TokenCallback | None = None
     ) -> ChatReply:
-        call_json = EngineCall.of(call).model_dump_json(by_alias=True)
-        reply = self._reply(await self._bridge.engineChat(json.dumps(messages), call_json))
+        reply = self._reply(await self._bridge.engineChat(json.dumps(messages), call_json(call)))
         return ChatReply(text=reply.text, usage=reply.usage, finish_reason=reply.finish_reason)
 
     async def count_tokens_exact(self, texts: list[str]) -> list[int] | None:
@@ -96,8 +95,8 @@ class BridgeLLM(LLM):
         return reply.counts
 
     async def prefill(self, messages: list[Message], call: CallInfo) -> Usage | None:
-        call_json = EngineCall.of(call).model_dump_json(by_alias=True)
-        reply = self._reply(await self._bridge.enginePrefill(json.dumps(messages), call_json))
+        sent = call_json(call)
+        reply = self._reply(await self._bridge.enginePrefill(json.dumps(messages), sent))
         return reply.usage if reply.prefilled else None
 
 

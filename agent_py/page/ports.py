@@ -9,8 +9,8 @@ Bridge methods (all but ``emit`` and ``mcpStatus`` return a promise of a JSON st
 JSON is typed here):
 
 - ``engineReload(model)``, ``engineUnload()``, ``engineInterrupt()`` → :class:`EngineReply`
-- ``engineChat(messages_json, call_json)``: ``call_json`` is an :class:`EngineCall` →
-  :class:`EngineReply` with the text, the usage and the finish reason
+- ``engineChat(messages_json, call_json)``: ``call_json`` is a :class:`CallInfo` as
+  :func:`call_json` writes it → :class:`EngineReply` with the text, the usage and the finish reason
 - ``enginePrefill(messages_json, call_json)``: the engine computes and keeps the prompt's KV
   cache (no reply) → :class:`EngineReply` with the usage; ``prefilled`` is false where the
   engine keeps no cache to fill
@@ -24,7 +24,7 @@ JSON is typed here):
 
 Names: a JavaScript method's parameters are positional, so Python's ``timeout_ms`` is the
 worker's ``timeoutMs`` (JavaScript's spelling from there to the sandbox); JSON that Python
-writes (an :class:`EngineCall`, an HTTP request) keeps Python's names on the JavaScript side.
+writes (a :class:`CallInfo`, an HTTP request) keeps Python's names on the JavaScript side.
 
 The MCP client's HTTP (``agent_py.page.http``) and the user's answers (``agent_py.page.user``)
 cross through two more objects, typed in those modules.
@@ -33,7 +33,7 @@ cross through two more objects, typed in those modules.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -66,34 +66,15 @@ class Bridge(Protocol):
         …"``), shown with its time once it lasts; None when the wait is over."""
 
 
-class EngineCall(BaseModel):
-    """What ``engineChat`` is given besides the messages (the engines in ``web/worker/engines/``
-    read these names)."""
+_CALL = TypeAdapter(CallInfo)
 
-    purpose: str
-    model: str
-    max_tokens: int
-    json_schema: dict[str, Any] | None = Field(None, serialization_alias="schema")
-    """The reply's JSON schema, sent as ``schema``."""
-    thinking: bool = False
-    tool: str | None = None
-    step: str | None = None
-    sampling: dict[str, Any] | None = None
-    grammar: str | None = None
 
-    @classmethod
-    def of(cls, call: CallInfo) -> EngineCall:
-        return cls(
-            purpose=call.purpose.value,
-            model=call.model,
-            max_tokens=call.max_tokens,
-            json_schema=call.schema,
-            thinking=call.thinking,
-            tool=call.tool,
-            step=call.step,
-            sampling=call.sampling.model_dump(exclude_none=True) if call.sampling else None,
-            grammar=call.grammar,
-        )
+def call_json(call: CallInfo) -> str:
+    """``call`` as ``engineChat`` and ``enginePrefill`` are given it: :class:`CallInfo`'s
+    fields under their own names, those unset (None) left out, the sampling's too. The
+    engines in ``web/worker/engines/`` read these names (the ``CallInfo`` typedef of
+    ``web/worker/engine-port.js``)."""
+    return _CALL.dump_json(call, exclude_none=True).decode()
 
 
 class Failure(BaseModel):

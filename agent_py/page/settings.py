@@ -8,7 +8,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 
 from agent_py.core.agent import DEFAULT_MODEL, AgentConfig
-from agent_py.core.llm import ModelRoles, ResidencyPolicy, Sampling
+from agent_py.core.llm import Sampling
+from agent_py.core.managed_llm import ModelRoles, ResidencyPolicy
 from agent_py.core.model_client import ReplyBudgets
 from agent_py.core.plan import PlanShape
 from agent_py.core.profiles import DEFAULT_CPU_MODEL, ModelProfile, Strategy, profile_for

@@ -10,7 +10,7 @@ from agent_py.core.answer_checks import (
     refuses,
     repeats_itself,
 )
-from agent_py.core.llm import CallPurpose, Message
+from agent_py.core.llm import CallOptions, CallPurpose, Message
 from agent_py.core.prompts import render
 from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult
 
@@ -43,7 +43,7 @@ class LLMGenerator(ToolBase):
             {"role": "user", "content": instruction},
         ]
         reply = await ctx.model.reply(
-            messages, CallPurpose.GENERATE, tool=self.name, step=ctx.step_id
+            messages, CallPurpose.GENERATE, CallOptions(tool=self.name, step=ctx.step_id)
         )
         text = reply.text
         if reply.finish_reason == "length":

@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from agent_py import AgentState, MemoryPressureError
 from agent_py.core.agent import AgentConfig
 from agent_py.core.errors import SetupError
-from agent_py.core.llm import CallInfo, CallPurpose, LLMError, ManagedLLM, ModelRoles
+from agent_py.core.llm import CallInfo, CallOptions, CallPurpose, LLMError
+from agent_py.core.managed_llm import ManagedLLM, ModelRoles
 from agent_py.core.profiles import DEFAULT_CPU_MODEL, profile_for
 from agent_py.page.engine import BridgeLLM, BridgePyRunner, EngineCrashedError
 from agent_py.page.session import PageSession
@@ -95,10 +96,10 @@ async def test_a_crashed_engine_counts_its_model_as_gone_so_the_next_call_loads_
     messages = [{"role": "user", "content": "x"}]
 
     with pytest.raises(EngineCrashedError, match="CPU engine crashed"):
-        await managed.chat(messages, CallPurpose.GENERATE, max_tokens=8)
+        await managed.chat(messages, CallPurpose.GENERATE, CallOptions(), max_tokens=8)
     assert managed.llm.loaded_model is None
 
-    reply = await managed.chat(messages, CallPurpose.GENERATE, max_tokens=8)
+    reply = await managed.chat(messages, CallPurpose.GENERATE, CallOptions(), max_tokens=8)
     assert reply.text == "again"
     assert [name for name, _ in bridge.calls] == ["reload", "chat", "reload", "chat"]
 

@@ -17,7 +17,8 @@ import pytest
 
 from agent_py.core.agent import Agent, AgentConfig
 from agent_py.core.events import AgentState
-from agent_py.core.llm import CallInfo, CallPurpose, LLMError, ModelRoles, Sampling
+from agent_py.core.llm import CallInfo, CallPurpose, LLMError, Sampling
+from agent_py.core.managed_llm import ModelRoles
 from agent_py.core.profiles import profile_for
 from agent_py.engines import model_server
 from agent_py.engines.model_server import ModelServerLLM, OutputFormat, ServerKind

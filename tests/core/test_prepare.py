@@ -9,7 +9,8 @@ import pytest
 from support import make_agent, of_type, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, CallInfo, Message, ScriptedLLM
-from agent_py.core.llm import LLMError, ResidencyPolicy, Usage
+from agent_py.core.llm import LLMError, Usage
+from agent_py.core.managed_llm import ResidencyPolicy
 from agent_py.core.profiles import SMALL
 
 PLAN = plan_reply([step("s1", "javascript_execute", {"code": "return 6 * 7"})])

@@ -17,7 +17,8 @@ from agent_py import (
     ResidencyPolicy,
     ScriptedLLM,
 )
-from agent_py.core.llm import CallPurpose, ManagedLLM, ModelNotLoadedError
+from agent_py.core.llm import CallOptions, CallPurpose, ModelNotLoadedError
+from agent_py.core.managed_llm import ManagedLLM
 from agent_py.tools import LLMGenerator
 
 # Two tasks of one generator step each: plan, step, rethink, step, rethink, answer
@@ -124,7 +125,12 @@ async def test_calls_to_one_engine_are_serialized() -> None:
     llm = ManagedLLM(ScriptedLLM(script), ModelRoles(planner="m"))
     await asyncio.gather(
         *(
-            llm.chat([{"role": "user", "content": "hi"}], CallPurpose.GENERATE, max_tokens=8)
+            llm.chat(
+                [{"role": "user", "content": "hi"}],
+                CallPurpose.GENERATE,
+                CallOptions(),
+                max_tokens=8,
+            )
             for _ in range(5)
         )
     )

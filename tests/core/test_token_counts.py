@@ -7,8 +7,10 @@ import math
 
 from agent_py.core.budget import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 from agent_py.core.history import EventRecorder
-from agent_py.core.llm import CallPurpose, ManagedLLM, ModelRoles, ScriptedLLM
+from agent_py.core.llm import CallPurpose
+from agent_py.core.managed_llm import ManagedLLM, ModelRoles
 from agent_py.core.model_client import ModelClient, ReplyBudgets
+from agent_py.core.scripted_llm import ScriptedLLM
 
 MODEL = "m"
 DENSER = 1.3

@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
+from agent_py.core.llm import CallInfo, CallPurpose, Sampling
 from agent_py.page.http import BridgeRequest
-from agent_py.page.ports import EngineCall
+from agent_py.page.ports import call_json
 from agent_py.tools.javascript import JSRunResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,14 +75,39 @@ def test_what_python_reads_has_python_names(protocols: dict[str, Any]) -> None:
     only = protocols["pageOnly"]
     assert set(only["sandboxResult"]) == {f.name for f in dataclasses.fields(JSRunResult)}
     assert set(only["bridgeRequest"]) == set(BridgeRequest.model_fields) - {"id", "mode"}
-    # The engines read the call under the names EngineCall writes.
-    call_keys = set(EngineCall(purpose="plan", model="m", max_tokens=1).model_dump(by_alias=True))
+    # A model call's options are one type per side: Python's CallInfo, written as it is
+    # (call_json), and engine-port.js's CallInfo typedef, which the engines read.
+    call_keys = {f.name for f in dataclasses.fields(CallInfo)}
+    full = CallInfo(
+        purpose=CallPurpose.PLAN,
+        model="m",
+        max_tokens=1,
+        thinking=True,
+        schema={"type": "object"},
+        tool="t",
+        step="s1",
+        sampling=Sampling(temperature=0.5),
+        grammar='root ::= "x"',
+    )
+    assert set(json.loads(call_json(full))) == call_keys
+    assert set(
+        json.loads(call_json(CallInfo(purpose=CallPurpose.PLAN, model="m", max_tokens=1)))
+    ) == {
+        "purpose",
+        "model",
+        "max_tokens",
+        "thinking",
+    }
+    port = (WEB / "worker" / "engine-port.js").read_text()
+    typedef = re.search(r"@typedef \{\{(.*?)\}\} CallInfo", port, re.S)
+    assert typedef is not None, "engine-port.js has no CallInfo typedef"
+    assert set(re.findall(r"(\w+)\??:", typedef.group(1))) == call_keys
     for engine in ("webllm.js", "cpu.js", "scripted.js"):
         source = (WEB / "worker" / "engines" / engine).read_text()
         read = set(
             re.findall(r"\bcall\.(\w+)\b(?!\s*=[^=])", source)
         )  # not the running-call records
-        assert read <= call_keys, f"{engine} reads {read - call_keys}, which EngineCall lacks"
+        assert read <= call_keys, f"{engine} reads {read - call_keys}, which CallInfo lacks"
 
 
 def test_the_files_that_cannot_import_the_module_write_its_names(

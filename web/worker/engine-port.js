@@ -10,10 +10,10 @@ import { describeEngineError } from "./engines/errors.js";
  * @property {(model: string) => Promise<void>} reload  load `model` (a no-op when it is loaded)
  * @property {() => Promise<void>} unload
  * @property {() => void} interrupt  ends the running chat soon; it resolves with what it has
- * @property {(messages: {role: string, content: string}[], call: EngineCall,
+ * @property {(messages: {role: string, content: string}[], call: CallInfo,
  *   onToken?: (text: string) => void, onNote?: (text: string) => void)
  *   => Promise<{text: string, usage: object, finish_reason: string}>} chat
- * @property {((messages: object[], call: EngineCall,
+ * @property {((messages: object[], call: CallInfo,
  *   onProgress?: (p: {done: number, total: number}) => void) => Promise<object>)=} prefill
  *   computes and keeps the prompt's KV cache (engines without one leave it out)
  * @property {((texts: string[]) => Promise<number[]|null>)=} countTokens  each text's token
@@ -24,10 +24,11 @@ import { describeEngineError } from "./engines/errors.js";
  * @property {{contextWindow: number}=} options  the options it was made with
  */
 /**
- * A chat call, under the names Python's EngineCall (agent_py/page/ports.py) writes.
- * @typedef {{purpose: string, model: string, max_tokens: number, schema?: object|null,
- *   grammar?: string|null, thinking?: boolean, tool?: string|null, step?: string|null,
- *   sampling?: object|null}} EngineCall
+ * A model call, as Python's CallInfo (agent_py/core/llm.py) is written for the engines
+ * (agent_py/page/ports.py, call_json): the same names, the unset ones left out.
+ * tests/web/test_protocol.py holds these names to CallInfo's fields.
+ * @typedef {{purpose: string, model: string, max_tokens: number, thinking: boolean,
+ *   schema?: object, tool?: string, step?: string, sampling?: object, grammar?: string}} CallInfo
  */
 
 const engineFailed = (error) => {
