@@ -1,73 +1,39 @@
 """The loop: plan, run each task's steps concurrently, rethink, answer.
 
-The planner keeps one append-only conversation (plan, then each rethink, then the answer)
-so an engine that reuses its KV cache for a growing conversation (WebLLM) only prefills
-what is new.
+:class:`PlanAndRethink` decides what happens next; what it asks the model is in
+``plan_turns``, what a new plan goes through before it runs in ``plan_adoption``, the plan
+review in ``review`` and the small profiles' rescues in ``rescues``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from agent_py.core.answer_checks import data_left_out, unusable_answer
-from agent_py.core.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, prompt_tokens
+from agent_py.core.answer_checks import unusable_answer
 from agent_py.core.concurrency import run_together
 from agent_py.core.conversation import TurnDigest
-from agent_py.core.decline import DECLINE_TOOL, TaskDeclined, declined_because
-from agent_py.core.errors import PlanCancelled, PlanParseError, ReplyParseError, RunFailure
+from agent_py.core.errors import ReplyParseError, RunFailure
 from agent_py.core.events import AgentState, EventType
-from agent_py.core.execution import (
-    CallMemory,
-    StepExecutor,
-    StepOutcome,
-    digest_results,
-    result_statuses,
-)
+from agent_py.core.execution import CallMemory, StepExecutor, StepOutcome
 from agent_py.core.history import EventRecorder
-from agent_py.core.llm import CallOptions, CallPurpose, ModelRole, Sampling, Usage
-from agent_py.core.messages import Keep, Message, stand_ins
+from agent_py.core.llm import ModelRole, Usage
+from agent_py.core.messages import Message
 from agent_py.core.model_client import ModelClient
-from agent_py.core.parsing import (
-    RethinkDecision,
-    RethinkStatus,
-    clean_answer,
-    parse_plan,
-    parse_rethink,
-)
-from agent_py.core.plan import (
-    PlanSchema,
-    PlanShape,
-    TaskSchema,
-    cut_runaway_inputs,
-    give_copied_text_whole,
-    merge_duplicate_steps,
-    plan_json_schema,
-    rename_reused_ids,
-)
-from agent_py.core.plan_prompts import (
-    matching_tools,
-    nearest_example_turns,
-    plan_example_turns,
-    plan_system_message,
-    relevant_tools,
-)
+from agent_py.core.parsing import RethinkStatus, clean_answer
+from agent_py.core.plan import PlanSchema, PlanShape, TaskSchema
+from agent_py.core.plan_adoption import adopt
+from agent_py.core.plan_turns import PlanTurns, RepeatedReply
 from agent_py.core.profiles import Strategy
 from agent_py.core.prompts import render
 from agent_py.core.registry import ToolRegistry
-from agent_py.core.review import (
-    PlanReviewer,
-    ReviewPolicy,
-    checked_edit,
-    needs_review,
-    plan_changes,
-    remote_tools,
+from agent_py.core.rescues import (
+    code_written_again,
+    describe_failures,
+    founded,
+    single_step_answer,
 )
-from agent_py.core.tool import ToolResult
-
-DIGEST_MARGIN_TOKENS = 64  # the digest's own framing lines, estimated on the safe side
-DIGEST_FLOOR_CHARS = 240  # results get at least this much, even in a full window
+from agent_py.core.review import PlanReviewer, ReviewPolicy, reviewed
 
 
 @dataclass
@@ -120,14 +86,16 @@ class PlanAndRethink:
         )
         self._on_state = on_state
         self.plan_shape = plan_shape or PlanShape()
-        self._focus: set[str] = set()  # the tools the system message keeps whole when tight
+        self.turns = PlanTurns(
+            model, registry, recorder, plan_shape=self.plan_shape, strategy=self.strategy
+        )
 
     def _takes_code(self, tool_name: str) -> bool:
         tool = self.registry.get(tool_name)
         return tool is not None and tool.code_language is not None
 
     def plan_schema(self) -> dict[str, object]:
-        return plan_json_schema(self.registry.names, self.plan_shape)
+        return self.turns.plan_schema()
 
     async def run(
         self, question: str, run: PlanRun, *, earlier_turns: Sequence[TurnDigest] = ()
@@ -136,7 +104,7 @@ class PlanAndRethink:
         ``earlier_turns``: the session's earlier turns that fit the prompt (a follow-up may
         build on them), oldest first."""
         self._on_state(AgentState.PLANNING)
-        conversation = self._opening(question, earlier_turns)
+        conversation = self.turns.opening(question, earlier_turns)
         # What a step's own calls (its arguments, its code) are told the task is.
         step_question = (
             render(
@@ -150,7 +118,7 @@ class PlanAndRethink:
         )
         system = conversation[0]["content"]
         async with self.model.unit(ModelRole.PLANNER):
-            plan = await self._make_plan(conversation)
+            plan = await self._first_plan(conversation)
         run.plan_reply = str(conversation[-1]["content"])
         plan = await self._reviewed(plan, question)
         memory = CallMemory()
@@ -183,8 +151,15 @@ class PlanAndRethink:
             if not pending:
                 last = self._founded(question, earlier, last, task)
             if self.strategy.code_call_after_failure:
-                last = await self._code_written_again(
-                    last, task, step_question, earlier, memory, step_ids
+                last = await code_written_again(
+                    self.executor,
+                    self.recorder,
+                    last,
+                    task,
+                    step_question,
+                    earlier,
+                    memory,
+                    step_ids,
                 )
                 if not pending:
                     last = self._founded(question, earlier, last, task)
@@ -214,7 +189,7 @@ class PlanAndRethink:
                 continue
             self._on_state(AgentState.REFLECTING)
             async with self.model.unit(ModelRole.PLANNER):
-                decision = await self._rethink(conversation, task, last, pending)
+                decision = await self.turns.rethink(conversation, task, last, pending)
             adopted = None
             if decision.status is RethinkStatus.CHANGED and decision.plan is not None:
                 run.replans += 1
@@ -264,112 +239,38 @@ class PlanAndRethink:
             final = single_step_answer(last)
         if final is None:
             async with self.model.unit(ModelRole.PLANNER):
-                final = await self._answer(conversation, question, run.outcomes)
-        problem = unusable_answer(final, [system, *self._instructions()], question)
+                final = await self.turns.answer(conversation, question, run.outcomes)
+        problem = unusable_answer(final, [system, *self.turns.instructions()], question)
         if problem is not None:
             raise RunFailure(problem)
         run.answer = final
         return run
 
     async def prefill(self) -> Usage | None:
-        """Prefill the plan call's fixed part (system prompt, tools, examples) into the
-        engine's cache before a task arrives. The question comes last in the plan prompt, so
-        the first plan call computes only the question's tokens."""
-        return await self.model.prefill(self._opening(""), CallPurpose.PLAN)
+        """Prefill the plan call's fixed part into the engine's cache (PlanTurns.prefill)."""
+        return await self.turns.prefill()
 
-    def _opening(self, question: str, earlier: Sequence[TurnDigest] = ()) -> list[Message]:
-        """The plan call's conversation: the system prompt, the worked examples (and the one
-        closest to the task again, when the strategy says so), the session's earlier turns as
-        the model's own (each task, the plan it made, its result), then the task. The fixed
-        part stays first, so a prefilled cache still serves it."""
-        conversation: list[Message] = [
-            self._system_message(relevant_tools(self.registry, question))
-        ]
-        if self.strategy.examples:
-            conversation += plan_example_turns(self.registry, self.plan_shape)
-            if self.strategy.nearest_example:
-                conversation += nearest_example_turns(self.registry, self.plan_shape, question)
-        result = ""
-        for turn in earlier:
-            conversation.append(
-                {"role": "user", "content": result + render("plan_user", question=turn.question)}
-            )
-            conversation.append({"role": "assistant", "content": turn.plan or "(no plan)"})
-            result = render("followup_result", result=turn.outcome()) + "\n\n"
-        task = render("plan_user", question=question)
-        hint = matching_tools(self.registry, question) if self.strategy.tool_hint else []
-        if hint:
-            task += "\n" + render("plan_tool_hint", tools=", ".join(hint))
-        conversation.append({"role": "user", "content": result + task, "keep": Keep.CURRENT})
-        return conversation
+    async def _first_plan(self, conversation: list[Message]) -> PlanSchema:
+        try:
+            return await self.turns.plan(conversation)
+        except RepeatedReply as error:
+            raise RunFailure(
+                f"no usable plan: {error.reason} (the model repeated the same reply)"
+            ) from None
+        except ReplyParseError as error:
+            raise RunFailure(f"no usable plan after one repair: {error.reason}") from None
 
     async def _reviewed(self, plan: PlanSchema, question: str) -> PlanSchema:
-        """The plan as the user approved it, when the review policy shows it (else as it is);
-        raises PlanCancelled when the user cancels it. An edit that breaks the plan's rules
-        is offered again with the reason."""
-        if self.reviewer is None or not needs_review(plan, self.registry, self.review):
-            return plan
-        self._on_state(AgentState.REVIEWING)
-        problem: str | None = None
-        while True:
-            answer = await self.reviewer.review(plan, question=question, problem=problem)
-            if answer.action == "cancel":
-                self.recorder.emit(EventType.PLAN_REVIEWED, "cancelled", action="cancel")
-                raise PlanCancelled("you cancelled the plan at its review: nothing ran")
-            if answer.plan is None:
-                allowed = remote_tools(plan, self.registry)
-                how = (
-                    f"approved (always allowed: {', '.join(allowed)})"
-                    if answer.auto
-                    else "approved"
-                )
-                self.recorder.emit(EventType.PLAN_REVIEWED, how, action="approve", auto=answer.auto)
-                return plan
-            try:
-                edited = checked_edit(answer.plan, self.plan_schema(), self.registry)
-            except ValueError as error:
-                problem = str(error)
-                continue
-            changes = plan_changes(plan, edited)
-            self.recorder.emit(
-                EventType.PLAN_REVIEWED,
-                "edited: " + ("; ".join(changes) or "no change"),
-                action="edit",
-                changes=changes,
-                plan=edited.model_dump(exclude_none=True),
-            )
-            return edited
-
-    async def _code_written_again(
-        self,
-        outcomes: list[StepOutcome],
-        task: TaskSchema,
-        question: str,
-        earlier: list[StepOutcome],
-        memory: CallMemory,
-        step_ids: frozenset[str],
-    ) -> list[StepOutcome]:
-        """The task's outcomes, with each failed step whose code came from the plan run
-        once more with its code from a code call (Strategy.code_call_after_failure)."""
-        again = [o for o in outcomes if not o.ok and self.executor.code_from_plan(o)]
-        if not again:
-            return outcomes
-        self.recorder.emit(
-            EventType.REFLECTION,
-            "code from the plan failed: writing it again in a separate call: "
-            + ", ".join(o.step.step_id for o in again),
-            task=task.task_id,
-            status=RethinkStatus.CONTINUE.value,
-            skipped=True,
+        return await reviewed(
+            plan,
+            question,
+            reviewer=self.reviewer,
+            policy=self.review,
+            registry=self.registry,
+            schema=self.plan_schema(),
+            recorder=self.recorder,
+            on_reviewing=lambda: self._on_state(AgentState.REVIEWING),
         )
-        redone = await run_together(
-            [
-                self.executor.run(o.step, task, question, earlier, memory, step_ids, code_call=True)
-                for o in again
-            ]
-        )
-        by_id = {o.step.step_id: o for o in redone}
-        return [by_id.get(o.step.step_id, o) for o in outcomes]
 
     async def _corrected(
         self,
@@ -384,7 +285,7 @@ class PlanAndRethink:
         run; None when the reply is unusable (the run goes on as it was)."""
         failed = [o for o in last if not o.ok]
         async with self.model.unit(ModelRole.PLANNER):
-            retry = await self._retry_plan(conversation, describe_failures(failed))
+            retry = await self.turns.corrected_plan(conversation, describe_failures(failed))
         if retry is None:
             return None
         run.replans += 1
@@ -394,31 +295,6 @@ class PlanAndRethink:
         self._reflected(why, RethinkStatus.CHANGED, retry)
         return list(retry.tasks)
 
-    async def _retry_plan(self, conversation: list[Message], failures: str) -> PlanSchema | None:
-        """One corrected plan after ``failures``, or None when the reply is unusable."""
-        conversation.append({"role": "user", "content": render("plan_retry", failures=failures)})
-        sampling = None
-        if self.strategy.retry_temperature is not None:
-            base = self.model.sampling or Sampling()
-            sampling = base.model_copy(update={"temperature": self.strategy.retry_temperature})
-        reply = await self.model.ask(
-            conversation,
-            CallPurpose.PLAN,
-            CallOptions(schema=self.plan_schema(), sampling=sampling),
-        )
-        conversation.append({"role": "assistant", "content": reply})
-        try:
-            plan = parse_plan(reply)
-        except PlanParseError as error:
-            self.recorder.emit(
-                EventType.REFLECTION,
-                f"no usable corrected plan ({error.reason}); going on",
-                status=RethinkStatus.CONTINUE.value,
-                unreadable=True,
-            )
-            return None
-        return plan
-
     def _founded(
         self,
         question: str,
@@ -426,34 +302,11 @@ class PlanAndRethink:
         outcomes: list[StepOutcome],
         task: TaskSchema,
     ) -> list[StepOutcome]:
-        """The last task's ``outcomes``, its one step failed when its result would be handed to
-        the user as it is (Strategy.answer_from_single_step) but no call of the run was given
-        some of the question's data: that result is about something else."""
-        handed_over = self.strategy.answer_from_single_step and self.strategy.data_check
-        answer = single_step_answer(outcomes) if handed_over else None
-        if answer is None:
+        """The last task's outcomes, checked for the task's data where its result would be
+        the answer (:func:`~agent_py.core.rescues.founded`)."""
+        if not (self.strategy.answer_from_single_step and self.strategy.data_check):
             return outcomes
-        calls = [o.arguments for o in [*earlier, *outcomes] if o.ok and o.arguments is not None]
-        missing = data_left_out(question, calls)
-        if not missing:
-            return outcomes
-        why = (
-            f"its result {_shown(answer)} cannot answer the task: no step was given "
-            f"{_listed(missing)} from the task"
-        )
-        outcome = outcomes[0]
-        # The step was reported done; it now shows as failed, with the reason.
-        self.recorder.emit(
-            EventType.STEP_FAILED,
-            why,
-            step=outcome.step.step_id,
-            task=task.task_id,
-            tool=outcome.step.tool_name,
-            seconds=round(outcome.seconds, 4),
-            thought=outcome.thought,
-            left_out=missing,
-        )
-        return [replace(outcome, result=ToolResult(why, is_error=True))]
+        return founded(question, earlier, outcomes, task, self.recorder)
 
     def _reflected(
         self,
@@ -480,216 +333,17 @@ class PlanAndRethink:
         memory: CallMemory,
         question: str,
     ) -> PlanSchema:
-        """Record a new plan: inputs that looped to their length bound cut, inputs that
-        copied the request's text up to that bound given it whole, its repeated steps merged
-        when the strategy says so, and ids that an earlier plan used renamed. From now on a
-        tight window keeps the schemas of the tools the plans use."""
-        declined = decline_reason(plan)
-        if declined is not None:
-            run.plans.append(plan)
-            raise TaskDeclined(declined)
-        plan, cut = cut_runaway_inputs(plan, self.plan_shape)
-        if cut:
-            self.recorder.emit(
-                EventType.PLAN_CUT,
-                "cut inputs that looped to their length bound: "
-                + "; ".join(f"{step} keeps {kept!r}" for step, kept in cut.items()),
-                cut=cut,
-            )
-        plan, given = give_copied_text_whole(plan, self.plan_shape, question, self._takes_code)
-        if given:
-            self.recorder.emit(
-                EventType.PLAN_TEXT_WHOLE,
-                f"gave the request's text whole to steps whose input copied it up to the "
-                f"{self.plan_shape.max_input_chars}-character bound: {', '.join(given)}",
-                given=given,
-            )
-        if self.strategy.merge_duplicate_steps:
-            plan, merged = merge_duplicate_steps(plan)
-            if merged:
-                self.recorder.emit(
-                    EventType.PLAN_MERGED,
-                    "merged repeated steps: "
-                    + ", ".join(f"{dropped} into {kept}" for dropped, kept in merged.items()),
-                    merged=merged,
-                )
-        taken = {step.step_id for earlier in run.plans for step in earlier.steps()}
-        plan, renamed = rename_reused_ids(plan, taken)
-        if renamed:
-            self.recorder.emit(
-                EventType.PLAN_RENAMED,
-                "new plan reuses step ids: "
-                + ", ".join(f"{old} is now {new}" for old, new in renamed.items()),
-                renamed=renamed,
-            )
-        if run.plans:
-            memory.replanned()
-        run.plans.append(plan)
-        used = {step.tool_name for plan in run.plans for step in plan.steps()}
-        if used != self._focus:  # only its stand-ins keep the focused tools whole
-            conversation[0] = self._system_message(used, content=conversation[0]["content"])
+        """Record a new plan as it will run (:func:`~agent_py.core.plan_adoption.adopt`);
+        from now on a tight window keeps the schemas of the tools the plans use."""
+        plan = adopt(
+            plan,
+            run.plans,
+            memory,
+            question,
+            plan_shape=self.plan_shape,
+            merge_duplicates=self.strategy.merge_duplicate_steps,
+            takes_code=self._takes_code,
+            recorder=self.recorder,
+        )
+        self.turns.focus_on(run.plans, conversation)
         return plan
-
-    @staticmethod
-    def _instructions() -> list[str]:
-        """Our instructions besides the system prompt, which an answer might repeat."""
-        return [
-            render(name)
-            for name in ("rethink_user", "answer_user", "generator_system", "arguments_system")
-        ]
-
-    def _system_message(self, focus: set[str], content: str | None = None) -> Message:
-        self._focus = focus
-        return plan_system_message(
-            self.registry,
-            self.plan_shape,
-            with_examples=self.strategy.examples,
-            focus=focus,
-            content=content,
-        )
-
-    async def _make_plan(self, conversation: list[Message]) -> PlanSchema:
-        schema = self.plan_schema()
-        reply = await self.model.ask(conversation, CallPurpose.PLAN, CallOptions(schema=schema))
-        conversation.append({"role": "assistant", "content": reply})
-        try:
-            return parse_plan(reply)
-        except PlanParseError as first:
-            error = first.reason
-        conversation.append({"role": "user", "content": render("plan_repair", error=error)})
-        repaired = await self.model.ask(conversation, CallPurpose.PLAN, CallOptions(schema=schema))
-        conversation.append({"role": "assistant", "content": repaired})
-        if repaired.strip() == reply.strip():
-            raise RunFailure(f"no usable plan: {error} (the model repeated the same reply)")
-        try:
-            return parse_plan(repaired)
-        except PlanParseError as second:
-            raise RunFailure(f"no usable plan after one repair: {second.reason}") from None
-
-    async def _rethink(
-        self,
-        conversation: list[Message],
-        task: TaskSchema,
-        outcomes: list[StepOutcome],
-        pending: list[TaskSchema],
-    ) -> RethinkDecision:
-        remaining = (
-            json.dumps({"tasks": [t.model_dump(exclude_none=True) for t in pending]})
-            if pending
-            else "(none: this was the last task)"
-        )
-        conversation.append(
-            self._with_results(
-                conversation,
-                CallPurpose.RETHINK,
-                "rethink_user",
-                outcomes,
-                task_id=task.task_id,
-                task_goal=task.task_goal,
-                remaining=remaining,
-            )
-        )
-        reply = await self.model.ask(conversation, CallPurpose.RETHINK)
-        conversation.append({"role": "assistant", "content": reply})
-        try:
-            decision = parse_rethink(reply)
-        except ReplyParseError as first:
-            conversation.append(
-                {"role": "user", "content": render("rethink_repair", error=first.reason)}
-            )
-            repaired = await self.model.ask(conversation, CallPurpose.RETHINK)
-            conversation.append({"role": "assistant", "content": repaired})
-            try:
-                decision = parse_rethink(repaired)
-            except ReplyParseError as second:
-                # The plan still stands; an unreadable reflection is no reason to stop.
-                self.recorder.emit(
-                    EventType.REFLECTION,
-                    f"could not read the reflection ({second.reason}); continuing with the plan",
-                    task=task.task_id,
-                    status=RethinkStatus.CONTINUE.value,
-                    unreadable=True,
-                )
-                return RethinkDecision(RethinkStatus.CONTINUE, unreadable=True)
-        return decision
-
-    async def _answer(
-        self, conversation: list[Message], question: str, outcomes: list[StepOutcome]
-    ) -> str:
-        conversation.append(
-            self._with_results(
-                conversation, CallPurpose.ANSWER, "answer_user", outcomes, question=question
-            )
-        )
-        answer = await self.model.ask(conversation, CallPurpose.ANSWER)
-        conversation.append({"role": "assistant", "content": answer})
-        return clean_answer(answer)
-
-    def _with_results(
-        self,
-        conversation: list[Message],
-        purpose: CallPurpose,
-        template: str,
-        outcomes: list[StepOutcome],
-        **values: object,
-    ) -> Message:
-        """``template`` rendered with the results digest, as a user message.
-
-        The digest gets what the conversation leaves free of the prompt budget, but at least
-        half of what the system prompt and the question leave: older turns give way to the
-        newest results when the fitting drops them. As an older turn later, the message
-        offers shorter stand-ins: results cut short, then one line per step without the
-        instructions."""
-        count = self.model.llm.count_tokens
-        instructions = count(render(template, results="", **values)) + MESSAGE_OVERHEAD_TOKENS
-        essential = [m for m in conversation if m.get("keep", Keep.HISTORY) >= Keep.TOOLS]
-        budget = self.model.prompt_budget(purpose) - instructions - DIGEST_MARGIN_TOKENS
-        free_tokens = max(
-            budget - prompt_tokens(conversation, count),
-            (budget - prompt_tokens(essential, count)) // 2,
-        )
-        digest = digest_results(outcomes, max(free_tokens * BYTES_PER_TOKEN, DIGEST_FLOOR_CHARS))
-        shown = list(outcomes)  # as they are now: the stand-ins are made later, if ever
-        return {
-            "role": "user",
-            "content": render(template, results=digest, **values),
-            "keep": Keep.DIGEST,
-            "compact": stand_ins(
-                lambda: [
-                    render(template, results=digest_results(shown, len(shown) * 280), **values),
-                    render("results_summary", results=result_statuses(shown), **values),
-                ]
-            ),
-        }
-
-
-def decline_reason(plan: PlanSchema) -> str | None:
-    """Why the run ends before it starts, when a step of ``plan`` declines the task."""
-    for step in plan.steps():
-        if step.tool_name == DECLINE_TOOL:
-            reason = step.input if step.input is not None else (step.arguments or {}).get("reason")
-            return declined_because(str(reason or step.step_goal))
-    return None
-
-
-def single_step_answer(outcomes: list[StepOutcome]) -> str | None:
-    """The result of the last task as the answer, when that task was one successful step."""
-    if len(outcomes) != 1 or not outcomes[0].ok:
-        return None
-    return outcomes[0].result.reference_text().strip() or None
-
-
-def _shown(answer: str, limit: int = 80) -> str:
-    return answer if len(answer) <= limit else answer[:limit] + "..."
-
-
-def _listed(items: list[str], limit: int = 5) -> str:
-    """The first ``limit`` items (a pasted text may hold hundreds of numbers), and how many more."""
-    shown = ", ".join(_shown(item, 40) for item in items[:limit])
-    return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more"
-
-
-def describe_failures(failed: list[StepOutcome], limit: int = 200) -> str:
-    return "; ".join(
-        f"{o.step.step_id} ({o.step.tool_name}): {o.result.content[:limit]}" for o in failed
-    )

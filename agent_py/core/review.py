@@ -12,11 +12,14 @@ with what changed.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from agent_py.core.errors import PlanCancelled
+from agent_py.core.events import EventType
+from agent_py.core.history import EventRecorder
 from agent_py.core.plan import PlanSchema
 from agent_py.core.registry import ToolRegistry
 from agent_py.core.tool_schema import validate_arguments
@@ -98,3 +101,47 @@ def plan_changes(before: PlanSchema, after: PlanSchema) -> list[str]:
             if getattr(step, field) != getattr(was, field):
                 changes.append(f"{step_id}: {field.replace('_', ' ')} changed")
     return changes
+
+
+async def reviewed(
+    plan: PlanSchema,
+    question: str,
+    *,
+    reviewer: PlanReviewer | None,
+    policy: ReviewPolicy,
+    registry: ToolRegistry,
+    schema: Mapping[str, Any],
+    recorder: EventRecorder,
+    on_reviewing: Callable[[], None],
+) -> PlanSchema:
+    """The plan as the user approved it, when the review policy shows it (else as it is);
+    raises PlanCancelled when the user cancels it. An edit that breaks the plan's rules
+    is offered again with the reason."""
+    if reviewer is None or not needs_review(plan, registry, policy):
+        return plan
+    on_reviewing()
+    problem: str | None = None
+    while True:
+        answer = await reviewer.review(plan, question=question, problem=problem)
+        if answer.action == "cancel":
+            recorder.emit(EventType.PLAN_REVIEWED, "cancelled", action="cancel")
+            raise PlanCancelled("you cancelled the plan at its review: nothing ran")
+        if answer.plan is None:
+            allowed = remote_tools(plan, registry)
+            how = f"approved (always allowed: {', '.join(allowed)})" if answer.auto else "approved"
+            recorder.emit(EventType.PLAN_REVIEWED, how, action="approve", auto=answer.auto)
+            return plan
+        try:
+            edited = checked_edit(answer.plan, schema, registry)
+        except ValueError as error:
+            problem = str(error)
+            continue
+        changes = plan_changes(plan, edited)
+        recorder.emit(
+            EventType.PLAN_REVIEWED,
+            "edited: " + ("; ".join(changes) or "no change"),
+            action="edit",
+            changes=changes,
+            plan=edited.model_dump(exclude_none=True),
+        )
+        return edited

@@ -1,0 +1,108 @@
+"""What the loop does for a model that is often wrong (the small profiles' strategy): a
+last step whose result would be the answer is failed when no call was given the task's
+data, and code the plan wrote that failed is written again in a call of its own."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from agent_py.core.answer_checks import data_left_out
+from agent_py.core.concurrency import run_together
+from agent_py.core.events import EventType
+from agent_py.core.execution import CallMemory, StepExecutor, StepOutcome
+from agent_py.core.history import EventRecorder
+from agent_py.core.parsing import RethinkStatus
+from agent_py.core.plan import TaskSchema
+from agent_py.core.tool import ToolResult
+
+
+def founded(
+    question: str,
+    earlier: list[StepOutcome],
+    outcomes: list[StepOutcome],
+    task: TaskSchema,
+    recorder: EventRecorder,
+) -> list[StepOutcome]:
+    """The last task's ``outcomes``, its one step failed when its result would be handed to
+    the user as it is (Strategy.answer_from_single_step) but no call of the run was given
+    some of the question's data: that result is about something else."""
+    answer = single_step_answer(outcomes)
+    if answer is None:
+        return outcomes
+    calls = [o.arguments for o in [*earlier, *outcomes] if o.ok and o.arguments is not None]
+    missing = data_left_out(question, calls)
+    if not missing:
+        return outcomes
+    why = (
+        f"its result {_shown(answer)} cannot answer the task: no step was given "
+        f"{_listed(missing)} from the task"
+    )
+    outcome = outcomes[0]
+    # The step was reported done; it now shows as failed, with the reason.
+    recorder.emit(
+        EventType.STEP_FAILED,
+        why,
+        step=outcome.step.step_id,
+        task=task.task_id,
+        tool=outcome.step.tool_name,
+        seconds=round(outcome.seconds, 4),
+        thought=outcome.thought,
+        left_out=missing,
+    )
+    return [replace(outcome, result=ToolResult(why, is_error=True))]
+
+
+async def code_written_again(
+    executor: StepExecutor,
+    recorder: EventRecorder,
+    outcomes: list[StepOutcome],
+    task: TaskSchema,
+    question: str,
+    earlier: list[StepOutcome],
+    memory: CallMemory,
+    step_ids: frozenset[str],
+) -> list[StepOutcome]:
+    """The task's outcomes, with each failed step whose code came from the plan run
+    once more with its code from a code call (Strategy.code_call_after_failure)."""
+    again = [o for o in outcomes if not o.ok and executor.code_from_plan(o)]
+    if not again:
+        return outcomes
+    recorder.emit(
+        EventType.REFLECTION,
+        "code from the plan failed: writing it again in a separate call: "
+        + ", ".join(o.step.step_id for o in again),
+        task=task.task_id,
+        status=RethinkStatus.CONTINUE.value,
+        skipped=True,
+    )
+    redone = await run_together(
+        [
+            executor.run(o.step, task, question, earlier, memory, step_ids, code_call=True)
+            for o in again
+        ]
+    )
+    by_id = {o.step.step_id: o for o in redone}
+    return [by_id.get(o.step.step_id, o) for o in outcomes]
+
+
+def single_step_answer(outcomes: list[StepOutcome]) -> str | None:
+    """The result of the last task as the answer, when that task was one successful step."""
+    if len(outcomes) != 1 or not outcomes[0].ok:
+        return None
+    return outcomes[0].result.reference_text().strip() or None
+
+
+def describe_failures(failed: list[StepOutcome], limit: int = 200) -> str:
+    return "; ".join(
+        f"{o.step.step_id} ({o.step.tool_name}): {o.result.content[:limit]}" for o in failed
+    )
+
+
+def _shown(answer: str, limit: int = 80) -> str:
+    return answer if len(answer) <= limit else answer[:limit] + "..."
+
+
+def _listed(items: list[str], limit: int = 5) -> str:
+    """The first ``limit`` items (a pasted text may hold hundreds of numbers), and how many more."""
+    shown = ", ".join(_shown(item, 40) for item in items[:limit])
+    return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more"
