@@ -9,7 +9,7 @@
 Importing this package never imports httpx; the CPython transport loads on first use.
 """
 
-from agent_py.mcp.client import SUPPORTED_PROTOCOL_VERSIONS, MCPClient, ProgressHandler
+from agent_py.mcp.client import MCPClient
 from agent_py.mcp.errors import (
     MCPAuthError,
     MCPConfigError,
@@ -21,6 +21,7 @@ from agent_py.mcp.errors import (
     MCPSessionExpiredError,
     MCPTimeoutError,
 )
+from agent_py.mcp.handshake import SUPPORTED_PROTOCOL_VERSIONS
 from agent_py.mcp.host import (
     MCPClientHost,
     MCPServerConfig,
@@ -32,6 +33,7 @@ from agent_py.mcp.host import (
     default_transport_factory,
     namespaced_tool_name,
 )
+from agent_py.mcp.rpc import ProgressHandler
 from agent_py.mcp.transport import (
     BufferedResponse,
     FallbackTransport,

@@ -34,7 +34,8 @@ from agent_py.mcp.client import DEFAULT_TOOL_TIMEOUT_S, MCPClient
 from agent_py.mcp.errors import MCPError
 from agent_py.mcp.host import unusable_reason
 from agent_py.mcp.local import cpython_transport
-from agent_py.mcp.oauth import OAuthAuthorizer, OAuthSettings
+from agent_py.mcp.oauth import OAuthAuthorizer
+from agent_py.mcp.oauth_settings import OAuthSettings
 from agent_py.mcp.results import content_text
 from agent_py.mcp.terminal_auth import FileTokenStore, LoopbackFrontEnd, default_token_file
 from agent_py.mcp.terminal_form import terminal_handler

@@ -2,10 +2,11 @@
 
 :class:`~agent_py.mcp.streamable_http.StreamableHTTPConnection` puts
 ``Authorization: Bearer <access_token()>`` on every request. When the server answers 401,
-or 403 with ``error="insufficient_scope"``, :class:`~agent_py.mcp.client.MCPClient` calls
-:meth:`Authorizer.challenge` with the status and the ``WWW-Authenticate`` header, outside
-the request's time limit (the user may have a page to approve); if that returns True (a
-new token is there), the request goes once more. The OAuth 2.1 implementation is
+or 403 with ``error="insufficient_scope"``, the client's
+:class:`~agent_py.mcp.rpc.RequestChannel` calls :meth:`Authorizer.challenge` with the
+status and the ``WWW-Authenticate`` header, outside the request's time limit (the user may
+have a page to approve); if that returns True (a new token is there), the request goes
+once more. The OAuth 2.1 implementation is
 :class:`agent_py.mcp.oauth.OAuthAuthorizer`.
 """
 

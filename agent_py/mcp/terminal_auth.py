@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_py.mcp.errors import MCPAuthorizationError
-from agent_py.mcp.oauth import AuthorizationFrontEnd, StoredAuth, TokenStore
+from agent_py.mcp.oauth_grants import AuthorizationFrontEnd
+from agent_py.mcp.oauth_store import StoredAuth, TokenStore
 
 CALLBACK_PATH = "/callback"
 DONE_PAGE = (

@@ -143,7 +143,8 @@ class PageServers:
     def _authorizer(self, config: MCPServerConfig, transport: HTTPTransport) -> Authorizer | None:
         if config.token is not None or self._user is None or self._auth_store is None:
             return None  # a configured token is used as it is
-        from agent_py.mcp.oauth import OAuthAuthorizer, OAuthSettings
+        from agent_py.mcp.oauth import OAuthAuthorizer
+        from agent_py.mcp.oauth_settings import OAuthSettings
         from agent_py.page.user import PopupFrontEnd
 
         front_end = PopupFrontEnd(

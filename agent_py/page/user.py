@@ -31,7 +31,8 @@ from typing import Any, Protocol
 
 from agent_py.mcp.elicitation import ElicitationAnswer, ElicitationForm, ElicitationHandler
 from agent_py.mcp.errors import MCPAuthorizationError
-from agent_py.mcp.oauth import AuthorizationFrontEnd, StoredAuth, TokenStore
+from agent_py.mcp.oauth_grants import AuthorizationFrontEnd
+from agent_py.mcp.oauth_store import StoredAuth, TokenStore
 from agent_py.page.ports import Failure, Reply
 
 CALLBACK_PAGE = "oauth-callback.html"

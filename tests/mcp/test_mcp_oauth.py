@@ -20,7 +20,9 @@ from test_mcp_cli import run_cli
 
 from agent_py.mcp import MCPClient
 from agent_py.mcp.local import cpython_transport
-from agent_py.mcp.oauth import MemoryTokenStore, OAuthAuthorizer, parse_www_authenticate
+from agent_py.mcp.oauth import OAuthAuthorizer
+from agent_py.mcp.oauth_metadata import parse_www_authenticate
+from agent_py.mcp.oauth_store import MemoryTokenStore
 from agent_py.mcp.terminal_auth import LoopbackFrontEnd
 
 HERE = Path(__file__).parent
