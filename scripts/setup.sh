@@ -20,7 +20,7 @@ fi
 
 # The CPU engine: llama.cpp from the pinned llama-cpp-python sdist, built for WebAssembly with
 # the engine's C API into web/vendor/llama; rebuilt only when its sources or flags change.
-bash scripts/build_cpu_engine.sh
+bash scripts/cpu_engine/build.sh
 # Pyodide, the wheels, WebLLM and the other page assets, pinned and hash-checked; the manifest
 # the service worker precaches lists the engine's build too.
 .venv/bin/python scripts/vendor.py

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The tests' OpenAI-compatible model server: llama.cpp's own llama-server, built natively from
 # the llama.cpp that PyPI's llama-cpp-python sdist vendors (the same sha256-pinned sdist as the
-# CPU engine's WebAssembly build, scripts/wasm_llama_lib.sh), unchanged. It lands in
+# CPU engine's WebAssembly build, scripts/cpu_engine/llama_lib.sh), unchanged. It lands in
 # .artifacts/model-server/llama-server; only the tests and the suite's model-server row (docs/benchmarks.md) use it.
 #
-# The build takes about 5 minutes on two cores, so the binary is kept per machine in
-# ~/.cache/agent_py (keyed by the sdist and the flags) and a fresh clone on the same machine
-# copies it in a moment. Idempotent: quick when already done. Needs cmake, ninja and g++
+# The build takes about 5 minutes on two cores, so the binary is kept in the machine's build
+# cache (scripts/build_cache.sh; keyed by the sdist and the flags) and a fresh clone on the same
+# machine copies it in a moment. Idempotent: quick when already done. Needs cmake, ninja and g++
 # (installed with apt-get when missing and run as root).
 #
 # The flags: AVX2 without -march=native, which keeps the cached binary valid on any x86-64
@@ -18,7 +18,7 @@
 # time), no tests or examples.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-source scripts/wasm_llama_lib.sh # LLAMA_SDIST, LLAMA_SDIST_SHA256, WASM_BUILD
+source scripts/cpu_engine/llama_lib.sh # LLAMA_SDIST, LLAMA_SDIST_SHA256, WASM_BUILD
 
 target=.artifacts/model-server
 flags=(
@@ -44,8 +44,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/agent_py/llama-server-$key
-if [ ! -x "$cache/llama-server" ]; then
+rm -rf "$target"
+mkdir -p "$target"
+if ! build_cache_get "llama-server-$key" "$target"; then
   if [ ! -f "$WASM_BUILD/$LLAMA_SDIST" ]; then
     mkdir -p "$WASM_BUILD"
     .venv/bin/python -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==0.3.36" -d "$WASM_BUILD"
@@ -62,12 +63,7 @@ if [ ! -x "$cache/llama-server" ]; then
     echo "building the model server failed: the whole log is in $log" >&2
     exit 1
   fi
-  mkdir -p "$cache.tmp"
-  cp "$work/vendor/llama.cpp/build/bin/llama-server" "$cache.tmp/"
-  rm -rf "$cache"
-  mv "$cache.tmp" "$cache"
+  cp "$work/vendor/llama.cpp/build/bin/llama-server" "$target/llama-server"
+  build_cache_put "llama-server-$key" "$target" llama-server
 fi
-rm -rf "$target"
-mkdir -p "$target"
-cp "$cache/llama-server" "$target/llama-server"
 echo "$key" >"$target/.key"

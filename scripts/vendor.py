@@ -5,7 +5,10 @@
     python scripts/vendor.py --relock   # record hashes after editing a version in
                                         # scripts/vendor-lock.json (fetches what is not cached)
 
-What it makes (pins live in scripts/vendor-lock.json, downloads in .artifacts/vendor-cache/):
+What it makes (pins live in scripts/vendor-lock.json; downloads and what is compiled from them
+are kept in the machine's build cache, ~/.cache/agent_py/vendor/, where a fresh clone finds
+them: downloads are checked against the pins, compiled files against the sha256 written
+beside them, on every use; AGENT_PY_BUILD_CACHE=0 keeps them in .artifacts/vendor-cache/):
 - web/vendor/<dest>/...        files picked from npm tarballs (`npm pack`, sha512-checked)
 - web/vendor/pyodide/*.whl     the compiled PyPI wheels for Pyodide (pydantic-core), their
                                Python sources replaced by bytecode
@@ -19,7 +22,7 @@ What it makes (pins live in scripts/vendor-lock.json, downloads in .artifacts/ve
 - web/vendor/pyodide/pyodide-lock.json   a Pyodide lock listing exactly those files
 - web/vendor/manifest.json     path, size and sha256 of every vendored file, for precaching
                                (web/vendor/llama/ included: the CPU engine's WebAssembly,
-                               built by scripts/build_cpu_engine.sh)
+                               built by scripts/cpu_engine/build.sh)
 
 Stdlib only; it shells out to `npm`, `node` and `python -m pip` (run it with the project's
 venv).
@@ -50,8 +53,18 @@ LOCK_PATH = ROOT / "scripts" / "vendor-lock.json"
 WEB = ROOT / "web"
 VENDOR = WEB / "vendor"
 WHEEL_DIR = VENDOR / "pyodide"  # next to pyodide-lock.json: lock file names stay bare
-CACHE = ROOT / ".artifacts" / "vendor-cache"
+CACHE = ROOT / ".artifacts" / "vendor-cache"  # this clone's: its state, the agent_py bundle
 STATE_PATH = CACHE / "state.json"
+# The machine's build cache (scripts/build_cache.sh), shared by the clones on this machine.
+SHARED = (
+    Path(
+        os.environ.get("AGENT_PY_BUILD_CACHE_DIR")
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agent_py"
+    )
+    / "vendor"
+    if os.environ.get("AGENT_PY_BUILD_CACHE", "1") != "0"
+    else CACHE
+)
 MANIFEST_NAME = "manifest.json"
 CPU_ENGINE_DIR = "llama"
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed timestamp: same sources, same wheel bytes
@@ -103,7 +116,7 @@ class HashCache:
 
     def sha256(self, path: Path) -> str:
         st = path.stat()
-        key = str(path.relative_to(ROOT))
+        key = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
         hit = self.entries.get(key)
         if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
             return hit[2]
@@ -138,7 +151,7 @@ def npm_tarball_name(package: str, version: str) -> str:
 
 def fetch_npm(specs: list[dict], relock: bool) -> dict[str, Path]:
     """Make sure every pinned tarball is in the cache and matches its integrity."""
-    cache = CACHE / "npm"
+    cache = SHARED / "npm"
     cache.mkdir(parents=True, exist_ok=True)
     paths = {s["package"]: cache / npm_tarball_name(s["package"], s["version"]) for s in specs}
     missing = [s for s in specs if relock or not paths[s["package"]].is_file()]
@@ -205,7 +218,7 @@ def check_pyodide_lock_info(upstream_lock: dict) -> None:
 
 
 def fetch_wheels(specs: list[dict], relock: bool, hashes: HashCache) -> dict[str, Path]:
-    cache = CACHE / "wheels"
+    cache = SHARED / "wheels"
     cache.mkdir(parents=True, exist_ok=True)
     target = LOCK["pyodide"]
     missing = [s for s in specs if relock or not (cache / s.get("file", "?")).is_file()]
@@ -378,27 +391,53 @@ def build_bundle(pure: dict[str, bytes], pyodide_integrity: str) -> tuple[str, s
 def compiled_wheel(wheel: Path, sha256: str) -> bytes:
     """A compiled wheel with bytecode in place of its Python sources (cached per wheel)."""
     key = hashlib.sha256(sha256.encode() + COMPILE_BUNDLE.read_bytes() + PYODIDE_PIN.encode())
-    cached = CACHE / "compiled-wheels" / f"{wheel.stem}-{key.hexdigest()[:16]}.whl"
-    if not cached.is_file():
+    cached = SHARED / "compiled-wheels" / f"{wheel.stem}-{key.hexdigest()[:16]}.whl"
+    data = read_checked(cached)
+    if data is None:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_name(cached.name + ".tmp")
+        tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
         run(["node", str(COMPILE_BUNDLE), str(WHEEL_DIR), "wheel", str(tmp), str(wheel)])
-        os.replace(tmp, cached)
-        keep_only(cached, f"{wheel.stem}-*")
-    return cached.read_bytes()
+        data = keep_checked(tmp, cached)
+    return data
 
 
 def build_compiled_stdlib(pyodide_integrity: str) -> bytes:
     """The runtime's standard library with bytecode beside each source (cached per runtime)."""
     key = hashlib.sha256(pyodide_integrity.encode() + COMPILE_BUNDLE.read_bytes())
-    cached = CACHE / "stdlib" / f"{key.hexdigest()}.zip"
-    if not cached.is_file():
+    cached = SHARED / "stdlib" / f"{key.hexdigest()}.zip"
+    data = read_checked(cached)
+    if data is None:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_name(cached.name + ".tmp")
+        tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
         run(["node", str(COMPILE_BUNDLE), str(WHEEL_DIR), "stdlib", str(tmp)])
-        os.replace(tmp, cached)
-        keep_only(cached)
-    return cached.read_bytes()
+        data = keep_checked(tmp, cached)
+    return data
+
+
+def read_checked(cached: Path) -> bytes | None:
+    """A compiled file from the cache when it matches the sha256 kept beside it; None when
+    there is none or it does not (then it is deleted)."""
+    sidecar = cached.with_name(cached.name + ".sha256")
+    try:
+        data, want = cached.read_bytes(), sidecar.read_text().strip()
+    except OSError:
+        return None
+    if sha256_bytes(data) == want:
+        return data
+    cached.unlink(missing_ok=True)
+    sidecar.unlink(missing_ok=True)
+    return None
+
+
+def keep_checked(tmp: Path, cached: Path) -> bytes:
+    """Move a freshly compiled ``tmp`` into the cache as ``cached``, with its sha256."""
+    data = tmp.read_bytes()
+    sidecar = cached.with_name(cached.name + ".sha256")
+    sidecar_tmp = tmp.with_name(tmp.name + ".sha256")
+    sidecar_tmp.write_text(sha256_bytes(data) + "\n")
+    os.replace(tmp, cached)
+    os.replace(sidecar_tmp, sidecar)
+    return data
 
 
 def check_no_pydantic_plugin(bundle: bytes) -> None:
@@ -562,7 +601,7 @@ def vendor(relock: bool = False) -> dict:
     outputs.add(lock_path)
 
     stale = remove_stale(outputs)
-    # The CPU engine's WebAssembly build (scripts/build_cpu_engine.sh, run before this script)
+    # The CPU engine's WebAssembly build (scripts/cpu_engine/build.sh, run before this script)
     # is served from web/vendor too, and precached like the rest.
     built = (VENDOR / CPU_ENGINE_DIR).glob("*")
     outputs |= {path for path in built if path.is_file() and not path.name.startswith(".")}

@@ -4,7 +4,7 @@
 //
 // Contract: functions returning int return >= 0 on success and < 0 on error, with the reason in
 // al_last_error(). Text results are in al_result(), valid until the next call. No C++ exception
-// leaves this file. Built by scripts/build_cpu_engine.sh; checked by scripts/cpu_engine/check.mjs.
+// leaves this file. Built by scripts/cpu_engine/build.sh; checked by scripts/cpu_engine/check.mjs.
 #include "llama.h"
 #include "json-schema-to-grammar.h"
 #include "llama-grammar.h"  // llama.cpp's internal grammar API: the stacks tell what text is forced

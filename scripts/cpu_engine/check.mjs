@@ -1,4 +1,4 @@
-// Checks the CPU engine's WebAssembly build (web/vendor/llama/, scripts/build_cpu_engine.sh) under
+// Checks the CPU engine's WebAssembly build (web/vendor/llama/, scripts/cpu_engine/build.sh) under
 // Node, through the same C API the page's worker uses: model info, chat formatting, greedy,
 // grammar- and schema-constrained generation, prefix reuse in the KV cache, state save and
 // restore (and refusal of damaged states), and the speed of prefill and decode.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds scripts/cpu_engine/kernel_check.cpp against the CPU engine's llama.cpp libraries
-# (scripts/wasm_llama_lib.sh, pinned and cached: the same patched ggml the engine links) and runs
+# (scripts/cpu_engine/llama_lib.sh, pinned and cached: the same patched ggml the engine links) and runs
 # it under Node: our Q4_1 kernel changes give exactly the 1x1 kernel's floats. Exits 1 when a
 # case fails. VARIANT is threads (SIMD128; the single-thread libraries compile the same kernels)
 # or relaxed (relaxed SIMD's dot product). Node 20 runs relaxed SIMD behind a flag, and its
@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-source scripts/wasm_llama_lib.sh
+source scripts/cpu_engine/llama_lib.sh
 variant=${1:-threads}
 case "${2:-}" in
   "" | bench) ;;

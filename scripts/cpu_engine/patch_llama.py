@@ -1,5 +1,5 @@
 """Our changes to the llama.cpp that the pinned llama-cpp-python sdist vendors, applied by
-scripts/wasm_llama_lib.sh to a fresh extraction of the sdist before it builds:
+scripts/cpu_engine/llama_lib.sh to a fresh extraction of the sdist before it builds:
 
     python3 scripts/cpu_engine/patch_llama.py LLAMA_SRC
 

@@ -2,7 +2,7 @@
 
 Such a page is not cross-origin isolated: no SharedArrayBuffer, so no pthread build. The
 engine's worker then loads llama.cpp's build without threads (web/vendor/llama/agent-llama-st.*,
-scripts/build_cpu_engine.sh) and runs the bundled instruct model on one thread. The model
+scripts/cpu_engine/build.sh) and runs the bundled instruct model on one thread. The model
 decodes a few tokens per second there, so every reply budget is a few tokens.
 """
 

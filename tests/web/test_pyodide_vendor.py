@@ -30,7 +30,7 @@ def test_manifest_lists_every_vendored_file(vendored: Path) -> None:
     manifest = json.loads((vendored / "manifest.json").read_text())
     listed = {f["path"]: f for f in manifest["files"]}
     pins = json.loads((ROOT / "scripts" / "vendor-lock.json").read_text())
-    # llama: the CPU engine's build (scripts/build_cpu_engine.sh), its hidden stamp aside.
+    # llama: the CPU engine's build (scripts/cpu_engine/build.sh), its hidden stamp aside.
     folders = ["pyodide", "llama"] + [spec["dest"] for spec in pins["npm"]]
     on_disk = {
         p.relative_to(vendored.parent).as_posix()

@@ -1,5 +1,5 @@
 // The C API of the CPU engine's WebAssembly build (scripts/cpu_engine/agent_llama.cpp, built by
-// scripts/build_cpu_engine.sh), bound to a module that createAgentLlama made. A plain script:
+// scripts/cpu_engine/build.sh), bound to a module that createAgentLlama made. A plain script:
 // the engine's worker (cpu-worker.js) loads it with importScripts, and the Node check
 // (scripts/cpu_engine/check.mjs) with require.
 "use strict";

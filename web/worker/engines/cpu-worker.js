@@ -1,5 +1,5 @@
 // The CPU engine's own worker (a classic one: emscripten's pthread build loads its threads with
-// importScripts). It hosts llama.cpp compiled to WebAssembly by scripts/build_cpu_engine.sh
+// importScripts). It hosts llama.cpp compiled to WebAssembly by scripts/cpu_engine/build.sh
 // (web/vendor/llama/) and runs one model: a pthread build on a cross-origin isolated page
 // (threads need SharedArrayBuffer), the one with relaxed SIMD where the browser runs it right,
 // otherwise the build without threads. A `build` parameter in the worker's URL picks one ("relaxed",

@@ -1,4 +1,4 @@
-// The CPU engine: llama.cpp compiled to WebAssembly by us (scripts/build_cpu_engine.sh, served
+// The CPU engine: llama.cpp compiled to WebAssembly by us (scripts/cpu_engine/build.sh, served
 // from web/vendor/llama), for browsers without WebGPU. An Engine (../engine-port.js); here also
 // `template`, the chat template the loaded model uses: {source: "gguf" | "builtin" |
 // "default", name, architecture, warning?} (cpu-gguf.js).

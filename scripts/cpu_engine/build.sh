@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the CPU engine's WebAssembly: llama.cpp (scripts/wasm_llama_lib.sh, pinned and cached)
+# Builds the CPU engine's WebAssembly: llama.cpp (scripts/cpu_engine/llama_lib.sh, pinned and cached)
 # linked with its C API for the page, scripts/cpu_engine/agent_llama.cpp, into web/vendor/llama/,
 # three times; all factories are createAgentLlama(Module) (MODULARIZE), and cpu-worker.js loads
 # one:
@@ -13,13 +13,17 @@
 #                     build's .wasm and .js: saved KV states are only valid for the build that
 #                     wrote them), the llama.cpp and emscripten versions, each build's flags
 #
-#   bash scripts/build_cpu_engine.sh      # builds when its inputs changed; otherwise a no-op
+#   bash scripts/cpu_engine/build.sh      # builds when its inputs changed; otherwise a no-op
+#
+# A build is kept in the machine's build cache (scripts/build_cache.sh) under a key of its
+# inputs and compilers, so a fresh clone on the same machine copies it (seconds) instead of
+# building it (about 20 minutes on two cores, llama.cpp's libraries included).
 #
 # Needs emscripten and, for the relaxed build, clang 19 (as root, Debian's packages are installed
 # the first time). Check the result
 # with `node --no-experimental-fetch scripts/cpu_engine/check.mjs`.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 DEST=web/vendor/llama
 SOURCE=scripts/cpu_engine/agent_llama.cpp
@@ -29,8 +33,9 @@ FUNCTIONS=(al_load al_model_info al_format_chat al_tokenize al_tokens al_begin a
   al_state_save al_state_load al_buffer al_cached al_free al_result al_last_error al_dot_form)
 
 stamp_of_inputs() {
-  cat "$SOURCE" scripts/build_cpu_engine.sh scripts/wasm_llama_lib.sh scripts/wasm_llama_exceptions.cmake \
-    scripts/cpu_engine/patch_llama.py | sha256sum | cut -c1-64
+  cat "$SOURCE" scripts/cpu_engine/build.sh scripts/cpu_engine/llama_lib.sh \
+    scripts/cpu_engine/llama_exceptions.cmake scripts/cpu_engine/patch_llama.py scripts/build_cache.sh \
+    | sha256sum | cut -c1-64
 }
 up_to_date() {
   [ -f "$DEST/.inputs" ] && [ "$(cat "$DEST/.inputs")" = "$(stamp_of_inputs)" ] || return 1
@@ -39,7 +44,23 @@ up_to_date() {
 }
 up_to_date && exit 0
 
-source scripts/wasm_llama_lib.sh
+# A build of the same inputs by the same compilers, from the machine's build cache.
+source scripts/build_cache.sh
+toolchain() {
+  local tool
+  for tool in emcc clang-19; do
+    if command -v "$tool" >/dev/null; then "$tool" --version | sed -n 1p; fi
+  done
+}
+cache_entry=cpu-engine-$(build_cache_key "$(stamp_of_inputs)" "$(toolchain)")
+mkdir -p "$DEST"
+if build_cache_get "$cache_entry" "$DEST"; then
+  stamp_of_inputs >"$DEST/.inputs"
+  echo "web/vendor/llama: from the build cache ($cache_entry)"
+  exit 0
+fi
+
+source scripts/cpu_engine/llama_lib.sh
 
 exports=_malloc,_free
 for name in "${FUNCTIONS[@]}"; do exports+=",_$name"; done
@@ -97,4 +118,7 @@ print(json.dumps({
 ' >"$tmp/build.json"
 for name in "${OUTPUTS[@]}"; do mv "$tmp/$name" "$DEST/"; done
 stamp_of_inputs >"$DEST/.inputs"
+# The compilers may have been installed on the way: the key names those that built it.
+cache_entry=cpu-engine-$(build_cache_key "$(stamp_of_inputs)" "$(toolchain)")
+build_cache_put "$cache_entry" "$DEST" "${OUTPUTS[@]}"
 echo "web/vendor/llama: build $BUILD_ID_RELAXED_SIMD (threads, relaxed SIMD), $BUILD_ID (threads), $BUILD_ID_SINGLE_THREAD (single thread)"

@@ -1,5 +1,5 @@
-# llama.cpp's libraries built for WebAssembly, shared by scripts/build_cpu_engine.sh (the CPU
-# engine) and scripts/bench_wasm_build.sh (the speed probe). Source it from the repository root,
+# llama.cpp's libraries built for WebAssembly, shared by scripts/cpu_engine/build.sh (the CPU
+# engine) and scripts/cpu_engine/probe.sh (the speed probe). Source it from the repository root,
 # then call `wasm_llama_libs [threads|single|relaxed]` (threads by default): it leaves LLAMA_SRC,
 # LLAMA_INCLUDES (compiler flags), LLAMA_LIBS (archives, in link order), LLAMA_SCHEMA_LIB,
 # WASM_CXXFLAGS (the flags to compile and link code that uses them with), WASM_LINK_FLAGS (for
@@ -17,8 +17,11 @@
 #
 # The llama.cpp is the one PyPI's llama-cpp-python 0.3.36 sdist vendors (sha256-pinned), built
 # with our changes (scripts/cpu_engine/patch_llama.py) by Debian's emscripten (3.1.6), and cached
-# in .artifacts/wasm-build: a rebuild happens only when the flags below, the changes or
-# scripts/wasm_llama_exceptions.cmake change.
+# in .artifacts/wasm-build and in the machine's build cache (scripts/build_cache.sh), which a
+# fresh clone copies from: a rebuild happens only when the flags below, the changes,
+# scripts/cpu_engine/llama_exceptions.cmake or the compilers change.
+
+source scripts/build_cache.sh
 
 WASM_BUILD=.artifacts/wasm-build
 LLAMA_SDIST=llama_cpp_python-0.3.36.tar.gz
@@ -92,7 +95,7 @@ wasm_llama_libs() {
   # -fexceptions: llama.cpp reports a bad model file, grammar or saved state by throwing, and
   # emscripten's default turns every throw into an abort. (-fwasm-exceptions would cost less, but
   # with -pthread emscripten 3.1.6's prebuilt libc++abi then catches nothing by type.) The
-  # libraries get it from scripts/wasm_llama_exceptions.cmake, which leaves ggml-cpu's kernels
+  # libraries get it from scripts/cpu_engine/llama_exceptions.cmake, which leaves ggml-cpu's kernels
   # without it.
   WASM_CXXFLAGS="-O3${threads:+ $threads} $simd -fexceptions"
   LLAMA_LIBS="$lib/src/libllama.a $lib/ggml/src/libggml.a $lib/ggml/src/libggml-cpu.a $lib/ggml/src/libggml-base.a"
@@ -107,9 +110,21 @@ wasm_llama_libs() {
     -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
     -DLLAMA_BUILD_HTML=OFF -DBUILD_SHARED_LIBS=OFF
     "-DCMAKE_C_FLAGS=${threads:+$threads }$simd" "-DCMAKE_CXX_FLAGS=${threads:+$threads }$simd"
-    -DCMAKE_PROJECT_INCLUDE="$PWD/scripts/wasm_llama_exceptions.cmake")
-  local stamp
-  stamp="${cmake_args[*]} $(cat scripts/wasm_llama_exceptions.cmake scripts/cpu_engine/patch_llama.py | sha256sum)"
+    -DCMAKE_PROJECT_INCLUDE="$PWD/scripts/cpu_engine/llama_exceptions.cmake")
+  local stamp key
+  # What the libraries are built from, the clone's path left out: the machine's build cache
+  # (scripts/build_cache.sh) keeps them under a key of it.
+  stamp="${cmake_args[*]//$PWD\//} $(cat scripts/cpu_engine/llama_exceptions.cmake scripts/cpu_engine/patch_llama.py | sha256sum)"
+  key=$(build_cache_key "$stamp" "$WASM_CXXFLAGS | $LLAMA_SCHEMA_SOURCES" "$LLAMA_SDIST_SHA256" \
+    "$(emcc --version | sed -n 1p)" "$([ "$variant" = relaxed ] && clang-19 --version | sed -n 1p)")
+  local archives=(src/libllama.a ggml/src/libggml.a ggml/src/libggml-cpu.a ggml/src/libggml-base.a
+    schema/libllama-schema.a)
+  if { [ ! -f "$lib/.built" ] || [ "$(cat "$lib/.built")" != "$stamp" ]; } \
+    && rm -rf "$lib" && build_cache_get "wasm-llama-$variant-$key" "$lib"; then
+    echo "$stamp" >"$lib/.built"
+    mkdir -p "$lib/schema"
+    echo "$WASM_CXXFLAGS | $LLAMA_SCHEMA_SOURCES" >"$lib/schema/.built"
+  fi
   if [ ! -f "$lib/.built" ] || [ "$(cat "$lib/.built")" != "$stamp" ]; then
     rm -rf "$lib"
     local log=$lib-build.log
@@ -135,4 +150,5 @@ wasm_llama_libs() {
     "${WASM_EMENV[@]}" emar rcs "$LLAMA_SCHEMA_LIB" "${objects[@]}"
     echo "$schema_stamp" >"$lib/schema/.built"
   fi
+  build_cache_put "wasm-llama-$variant-$key" "$lib" "${archives[@]}"
 }

@@ -1,4 +1,4 @@
-# Read by llama.cpp's CMake project (CMAKE_PROJECT_INCLUDE, from scripts/wasm_llama_lib.sh):
+# Read by llama.cpp's CMake project (CMAKE_PROJECT_INCLUDE, from scripts/cpu_engine/llama_lib.sh):
 # catchable C++ exceptions for every library but ggml-cpu. Emscripten's exceptions are emulated
 # in JS, which slows each call that may throw, and ggml-cpu's kernels are C++ that never throws:
 # built with them, decoding ran at half speed.

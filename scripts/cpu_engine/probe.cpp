@@ -1,4 +1,4 @@
-// The speed probe of scripts/bench_wasm_build.sh: prefill a prompt of N tokens, then decode M
+// The speed probe of scripts/cpu_engine/probe.sh: prefill a prompt of N tokens, then decode M
 // tokens one at a time (greedy), R times with the KV cache cleared in between; prints tokens/s
 // per run. usage: llama_probe MODEL.gguf THREADS [PROMPT_TOKENS=1000] [DECODE=64] [REPEAT=3]
 #include "llama.h"
