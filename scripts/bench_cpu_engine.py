@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How fast the CPU engine (llama.cpp built to WebAssembly by scripts/build_cpu_engine.sh) is
+"""How fast the CPU engine (llama.cpp built to WebAssembly by scripts/cpu_engine/build.sh) is
 on this machine, in headless Chromium, against native llama.cpp with the same GGUF, prompt and
 thread count.
 
@@ -32,6 +32,9 @@ faster for the CPU: `--dot` forces one, and on an x86 CPU with AVX-VNNI
 
 Numbers only: it never fails on time. Each rate is the median of --repeat runs (the best run in
 brackets: other processes on the machine pull medians down; the load average is printed).
+
+One script, over 400 lines: one job (the engine against native llama.cpp), each part of the
+report a function of it, run from one command.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent_py.cli.terminal import load_browser_config  # noqa: E402
+from agent_py.cli.checkout import load_browser_config  # noqa: E402
 from agent_py.cli.web_server import start_server  # noqa: E402
 from agent_py.core.plan import PlanShape, plan_json_schema  # noqa: E402
 

@@ -1,4 +1,5 @@
-"""Benchmark of the page in headless Chromium (numbers only; never fails on time).
+"""Benchmark of the page in headless Chromium (numbers only; never fails on time). One
+script, over 400 lines: each measurement below is a function of it, run from one command.
 
 Prints, in one run:
 - time to a bare Pyodide (web/dev/bare_pyodide.html: loadPyodide() alone in a worker, with the
@@ -6,12 +7,12 @@ Prints, in one run:
   ready" on the page (packages loaded, agent_py imported, engine and bridge up), cold (a
   fresh browser profile) and cached (a second visit, files from the service worker), and the
   ratios; each cold visit in its own profile, so none warms another's cache;
-- where the agent's boot goes, phase by phase (web/worker/worker.js measures them);
+- where the agent's boot goes, phase by phase (web/worker/agent.js measures them);
 - the longest main-thread stall while the page boots (long tasks and the largest gap between
   animation frames), showing what moving Pyodide into a worker buys;
 - the per-step orchestration overhead inside Pyodide with the scripted engine: the run's time
   outside the engine per step, one sample per step, taken per task since a task's steps run
-  together (web/worker/worker.js, stepClock): p50 and p95, of all runs and of those after the first
+  together (web/worker/agent.js, stepClock): p50 and p95, of all runs and of those after the first
   five (the first runs after a boot pay for code that runs for the first time, JIT tiers
   included), and of the first task's steps (they carry the planning) against the later
   tasks'; next to the average per step in CPython.
@@ -46,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # worktree shares the main checkout's virtual environment and its editable install).
 sys.path.insert(0, str(ROOT))
 
-from agent_py.cli.terminal import load_browser_config  # noqa: E402
+from agent_py.cli.checkout import load_browser_config  # noqa: E402
 from agent_py.cli.web_server import start_server  # noqa: E402
 
 STEPS = 9  # three tasks of three generator steps

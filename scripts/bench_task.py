@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agent_py import read_history_file  # noqa: E402
-from agent_py.cli.terminal import PageAgent, run_in_browser  # noqa: E402
+from agent_py.cli.run_command import run_in_browser  # noqa: E402
+from agent_py.cli.terminal import PageAgent  # noqa: E402
 
 TASK = "Use JavaScript to compute 6 times 7."
 SCRIPT = {

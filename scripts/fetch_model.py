@@ -21,6 +21,10 @@ linked (or copied) into web/models/, which git ignores. A check of a model alrea
 reads only its size and mtime (the sha256 is recomputed when they change). pip's own download
 cache keeps a second fetch quick.
 
+One file, over 400 lines: set-up runs it as a script with the standard library alone (before
+the project is installed), so its steps (catalog, download, assembly, GGUF check, conversion)
+stay in it rather than in modules it would have to find.
+
 Stdlib only, besides the default model's id (agent_py.core.profiles) and the conversion's gguf and
 numpy (the project's development dependencies); it shells out to `python -m pip` (run it with
 the project's venv).

@@ -20,15 +20,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_py.cli.demo import DEMO_LABEL, demo_llm
-from agent_py.cli.terminal import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_SETUP,
-    SetupError,
-    WaitTimedOut,
-    describe,
-    run_in_browser,
-)
+from agent_py.cli.run_command import run_in_browser
+from agent_py.cli.run_report import EXIT_FAILED, EXIT_OK, EXIT_SETUP, describe
+from agent_py.cli.terminal import SetupError, WaitTimedOut
 from agent_py.core.agent import Agent, AgentConfig
 from agent_py.core.events import AgentState, Event
 from agent_py.core.history import FileSink
@@ -156,7 +150,7 @@ def model_setting(engine: str, model: str) -> dict[str, str]:
     """The page setting that picks ``model`` on ``engine`` (not a model server's: see
     model_server_settings). With ``auto``, a bundled CPU model's id or a .gguf file is the CPU
     engine's; any other name is WebLLM's."""
-    from agent_py.cli.terminal import bundled_cpu_models
+    from agent_py.cli.checkout import bundled_cpu_models
 
     cpu = engine == "cpu" or (
         engine == "auto" and (model.endswith(".gguf") or model in bundled_cpu_models())

@@ -275,7 +275,8 @@ class PageSession:
 
     def _model_server(self) -> LLM:
         """The model server of the settings, through the page's fetch or the extension."""
-        from agent_py.engines.model_server import ModelServerLLM, OutputFormat
+        from agent_py.engines.model_server import ModelServerLLM
+        from agent_py.engines.model_server_request import OutputFormat
         from agent_py.page.http import browser_transport
 
         settings = self._settings

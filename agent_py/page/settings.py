@@ -81,9 +81,9 @@ class PageSettings(BaseModel):
     """fetch: the page's own (the server must allow the page's origin, CORS); bridge: the
     extension; auto: fetch, then the extension when the browser blocks fetch."""
     openai_format: Literal["auto", "json_schema", "json_object", "grammar", "none"] = "auto"
-    """How replies are held to a schema (``agent_py.engines.model_server.OutputFormat``); auto: by
-    the kind of server. The model server's module is imported only when it is used: it
-    brings the MCP package's transports."""
+    """How replies are held to a schema (``agent_py.engines.model_server_request.OutputFormat``);
+    auto: by the kind of server. The model server's module is imported only when it is used:
+    it brings the MCP package's transports."""
     openai_keep_alive: str = ""
     """Ollama's keep_alive (e.g. ``10m``): how long it keeps the model loaded."""
     openai_silence_s: float = Field(300.0, gt=0, le=900)  # model_server.DEFAULT_SILENCE_S

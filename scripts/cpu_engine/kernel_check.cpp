@@ -1,4 +1,5 @@
-// Checks our changes to ggml's Q4_1, Q5_0 and Q8_0 matrix products and to its exp
+// Checks our changes to ggml's Q4_1, Q5_0 and Q8_0 matrix products and to its exp (one file, over
+// 400 lines: one job, the cases of one check, built as one program by kernel_check.sh)
 // (scripts/cpu_engine/patch_llama.py). Our Q4_1 kernels (one row and one column; two by two; four
 // rows times one, two, four or eight columns) and Q5_0 kernels (Q8_1 columns; one row; four rows
 // times one to eight columns) must each give exactly the floats of the order patch_llama.py states, written

@@ -11,7 +11,7 @@ import pytest
 from support import CONTINUE, EchoTool, make_agent, of_type, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, EventType, LLMError, ScriptedLLM
-from agent_py.cli.terminal import EXIT_FAILED, EXIT_OK, report_result
+from agent_py.cli.run_report import EXIT_FAILED, EXIT_OK, report_result
 from agent_py.core.answer_checks import (
     data_left_out,
     echoes_instructions,

@@ -21,7 +21,9 @@ from agent_py.core.llm import CallInfo, CallPurpose, LLMError, Sampling
 from agent_py.core.managed_llm import ModelRoles
 from agent_py.core.profiles import profile_for
 from agent_py.engines import model_server
-from agent_py.engines.model_server import ModelServerLLM, OutputFormat, ServerKind
+from agent_py.engines.model_server import ModelServerLLM
+from agent_py.engines.model_server_discovery import ServerKind
+from agent_py.engines.model_server_request import OutputFormat
 from agent_py.mcp.httpx_transport import HttpxTransport
 from agent_py.tools import LLMGenerator
 from tests.fake_model_server import DONE, MODEL, FakeModelServer, chunk, stream

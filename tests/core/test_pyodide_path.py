@@ -19,6 +19,8 @@ CPYTHON_ONLY = {
     "agent_py/__main__.py",
     "agent_py/cli/main.py",
     "agent_py/cli/terminal.py",
+    "agent_py/cli/browser_launch.py",
+    "agent_py/cli/run_command.py",
     "agent_py/cli/web_server.py",
     "agent_py/tools/node_runner.py",
     "agent_py/mcp/__main__.py",

@@ -11,7 +11,7 @@ import pytest
 from support import EchoTool, calls_for, default_tools, make_agent, of_type, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, EventType, PlanShape, ScriptedLLM
-from agent_py.cli.terminal import describe
+from agent_py.cli.run_report import describe
 from agent_py.core.grammar import fenced_code_grammar
 from agent_py.core.llm import CallInfo, ChatReply, Message, Sampling
 from agent_py.core.plan import (

@@ -65,7 +65,7 @@ def test_webllm_opens_the_browser_network_for_its_weights_unless_told_not_to(
 
 
 def test_sources_newer_than_the_page_bundle_are_found(tmp_path: Path) -> None:
-    from agent_py.cli.terminal import stale_sources
+    from agent_py.cli.checkout import stale_sources
 
     manifest = tmp_path / "web" / "vendor" / "manifest.json"
     manifest.parent.mkdir(parents=True)

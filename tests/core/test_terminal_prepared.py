@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from agent_py.cli.terminal import print_prepared
+from agent_py.cli.run_report import print_prepared
 
 
 def said(report: dict[str, object]) -> str:

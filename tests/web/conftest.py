@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from agent_py.cli import web_server as serve
-from agent_py.cli.terminal import load_browser_config
+from agent_py.cli.checkout import load_browser_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from agent_py.cli import web_server  # noqa: E402
-from agent_py.cli.terminal import load_browser_config  # noqa: E402
+from agent_py.cli.checkout import load_browser_config  # noqa: E402
 
 PLAN = {
     "tasks": [

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import pytest
 
-from agent_py.cli.terminal import load_browser_config
+from agent_py.cli.checkout import load_browser_config
 from agent_py.core.grammar import compact_grammar, fenced_code_grammar
 from agent_py.core.parsing import parse_plan
 from agent_py.core.plan import PlanShape, plan_json_schema
@@ -337,7 +337,7 @@ def test_unload_then_reload_counts_and_clear_errors(cpu: CPUHarness) -> None:
 
 
 def test_a_reload_joins_the_preload_of_its_model_and_replaces_another(cpu: CPUHarness) -> None:
-    # The page preloads the last boot's model while Python starts (web/worker/worker.js);
+    # The page preloads the last boot's model while Python starts (web/worker/engine-early.js);
     # Python's first reload then waits for that load instead of starting its own.
     cpu.call("() => cpu.unload()")
     before = cpu.counts()
