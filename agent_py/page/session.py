@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 SERVERS_WAIT_S = 3.0
 """How long a run waits for servers still connecting (the worker's boot waits as long,
-SERVERS_WAIT_MS in web/worker/worker.js, before it prefills the planner's prompt)."""
+SERVERS_WAIT_MS in web/worker/agent.js, before it prefills the planner's prompt)."""
 
 
 class PageSession:

@@ -64,7 +64,7 @@ def test_the_worker_offers_every_method_of_the_bridge() -> None:
     from agent_py.page.ports import Bridge
 
     worker = Path(__file__).resolve().parents[2] / "web" / "worker"
-    source = (worker / "worker.js").read_text() + (worker / "engine-port.js").read_text()
+    source = (worker / "bridge.js").read_text() + (worker / "engine-port.js").read_text()
     offered = set(re.findall(r"^\s*(?:async\s+)?(\w+)\s*(?:\(|:)", source, re.MULTILINE))
     offered |= set(re.findall(r"bridge\.(\w+)\s*=", source))
     wanted = {name for name, _ in inspect.getmembers(Bridge) if not name.startswith("_")}

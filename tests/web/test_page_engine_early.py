@@ -1,6 +1,6 @@
-"""The page starts the CPU engine while Python starts (web/worker/worker.js): the engine of the
-last boot with the same user settings, kept in Cache Storage, loads its model meanwhile, and is
-dropped when Python's settings turn out to differ. Real model, headless Chromium."""
+"""The page starts the CPU engine while Python starts (web/worker/engine-early.js): the engine
+of the last boot with the same user settings, kept in Cache Storage, loads its model meanwhile,
+and is dropped when Python's settings turn out to differ. Real model, headless Chromium."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 # Hang guards for a busy two-core machine, never a measure of speed.
 GUARD_MS = 300_000
 CPU = {"engine": "cpu"}
-LAST_ENGINE = "worker/last-engine.json"  # beside web/worker/worker.js
+LAST_ENGINE = "worker/last-engine.json"  # beside web/worker/engine-early.js
 
 
 def boot(page: Any) -> dict[str, Any]:

@@ -144,7 +144,7 @@ def test_the_files_that_cannot_import_the_module_write_its_names(
         assert f"event.data.{field}" in service_worker, field
     runtime = protocols["extensionOnly"]
     assert runtime["port"] == "agent_py-fetch"
-    registered = (EXTENSION / "service-worker.js").read_text()
+    registered = (EXTENSION / "content-scripts.js").read_text()
     assert 'js: ["protocol.js", "content-script.js"]' in registered
 
 

@@ -18,7 +18,7 @@ async function boot() {
 
   const result = JSON.parse(await pyodide.runPythonAsync(await checksSource));
   timings.imports_done_ms = since(t0);
-  // The page's event loop, installed as worker.js does, between tasks; its checks run on it.
+  // The page's event loop, installed as the agent worker does (page-session.js), between tasks; its checks run on it.
   pyodide.runPython("import agent_py.page.loop; agent_py.page.loop.install()");
   Object.assign(result.checks, JSON.parse(await pyodide.runPythonAsync(await loopChecksSource)));
   return { timings, packages, ...result };

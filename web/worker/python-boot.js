@@ -1,4 +1,4 @@
-// Starts Pyodide with our packages; shared by worker.js and the dev boot check.
+// Starts Pyodide with our packages; shared by agent.js (the agent worker's boot) and the dev boot check.
 //
 //   const { pyodide, phases } = await startPython(PYODIDE_URL);
 //
