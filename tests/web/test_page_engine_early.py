@@ -16,7 +16,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 # Hang guards for a busy two-core machine, never a measure of speed.
 GUARD_MS = 300_000
-CPU = {"engine": "cpu"}
+# The quickest bundled model: what is tested is which engine is used, not the model, and each
+# boot prefills the planner's prompt before it is ready.
+SMALL = "smollm2-135m-instruct-q4_1"
+CPU = {"engine": "cpu", "cpu_model": SMALL}
 LAST_ENGINE = "worker/last-engine.json"  # beside web/worker/engine-early.js
 
 
@@ -58,7 +61,7 @@ def test_a_second_boot_loads_the_model_while_python_starts(
     assert first["engine_early"] is None  # nothing kept yet
     record = kept_record(page)
     assert record["choice"] == "cpu"
-    assert record["settings"]["cpu_model"] == PageSettings().cpu_model
+    assert record["settings"]["cpu_model"] == SMALL
 
     page.reload()
     second = boot(page)
@@ -95,14 +98,22 @@ def test_an_engine_started_with_other_settings_than_pythons_is_dropped(
 def test_other_user_settings_start_no_engine_early(
     page: Any, page_url: Any, cpu_model: Path
 ) -> None:
-    page.goto(page_url("index.html"))  # no saved settings: "auto", the CPU engine here
+    # No engine chosen: "auto", the CPU engine here. Set once, before the first boot (an init
+    # script that set it on every load would undo the change below).
+    page.add_init_script(
+        "if (!localStorage.getItem('agent_py.settings')) localStorage.setItem("
+        f"'agent_py.settings', {json.dumps(json.dumps({'cpu_model': SMALL}))});"
+    )
+    page.goto(page_url("index.html"))
     first = boot(page)
     assert first["engine_early"] is None
     assert kept_record(page)["choice"] == "auto"
 
     larger = PageSettings().context_window * 2
     page.evaluate(
-        f"localStorage.setItem('agent_py.settings', JSON.stringify({{context_window: {larger}}}))"
+        "larger => localStorage.setItem('agent_py.settings', JSON.stringify("
+        f"{{cpu_model: {json.dumps(SMALL)}, context_window: larger}}))",
+        larger,
     )
     page.reload()
     second = boot(page)
