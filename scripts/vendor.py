@@ -26,6 +26,10 @@ beside them, on every use; AGENT_PY_BUILD_CACHE=0 keeps them in .artifacts/vendo
 
 Stdlib only; it shells out to `npm`, `node` and `python -m pip` (run it with the project's
 venv).
+
+One file, over 400 lines: set-up runs it as a script with the standard library alone, before
+the project is installed (as the tests' fixtures do), so its steps (npm, wheels, bytecode, the
+lock and the manifest, each a section below) stay in it.
 """
 
 from __future__ import annotations

@@ -5,8 +5,10 @@
 // A model is a bundled id (BUNDLED_CPU_MODELS, served from web/models/<id>.gguf, fetched by
 // scripts/fetch_model.py) or the URL of any .gguf file. llama.cpp runs in its own worker
 // (cpu-worker.js); this object lives in the agent's worker and speaks to it.
-// call: {model, purpose, max_tokens, schema?, grammar?, tool?, sampling?}. `grammar` (GBNF)
-// replaces the schema's own conversion when the agent gives one. `sampling` (an object or
+// One class a little over 400 lines: the engine's one job (load, chat, prefill, the pinned
+// prefilled prompt); its worker line, stores and GGUF reading are modules of their own.
+// call: a CallInfo (../engine-port.js). Its `grammar` (GBNF) replaces the schema's own
+// conversion when the agent gives one. `sampling` (an object or
 // null) sets llama.cpp's sampler for this call; each key is optional, null means "engine
 // default" (llama-server's defaults): temperature, top_k, top_p, min_p, repeat_penalty,
 // repeat_last_n, frequency_penalty, presence_penalty, dry_multiplier, dry_base,
