@@ -11,6 +11,9 @@ authorization page opens in the browser (``$BROWSER``; the URL is printed too) a
 redirects back to a listener on 127.0.0.1; ``--client-credentials`` uses the client's own
 credentials instead. Registrations and tokens are kept per server in
 ``$XDG_CONFIG_HOME/agent_py/mcp-auth.json`` (``--auth-file``), never printed.
+The client speaks the newest MCP revision the server speaks (2026-07-28, stateless, or an
+``initialize`` revision down to 2024-11-05); ``--protocol-version`` pins one. The revision
+spoken is printed on standard error.
 A server that asks the user for values (elicitation) is answered on the terminal, or with
 the schema's defaults under ``--yes``. Exit status: 0 success, 1 the tool reported an
 error (``isError``), 2 the server could not be reached, answered wrongly, or the command
@@ -32,6 +35,7 @@ from mcp_types import CallToolResult, Tool
 
 from agent_py.mcp.client import DEFAULT_TOOL_TIMEOUT_S, MCPClient
 from agent_py.mcp.errors import MCPError
+from agent_py.mcp.handshake import AUTO, SUPPORTED_PROTOCOL_VERSIONS
 from agent_py.mcp.host import unusable_reason
 from agent_py.mcp.local import cpython_transport
 from agent_py.mcp.oauth import OAuthAuthorizer
@@ -93,12 +97,17 @@ def _add_options(options: argparse.ArgumentParser, late: bool) -> None:
         help=help_of("OAuth: only print the authorization URL"),
     )
     options.add_argument("--auth-file", help=help_of("OAuth: where tokens are kept"))
+    options.add_argument(
+        "--protocol-version",
+        choices=[AUTO, *SUPPORTED_PROTOCOL_VERSIONS],
+        help=help_of("the MCP revision to speak (default: auto, the newest the server speaks)"),
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     _add_options(options, late=False)
-    options.set_defaults(timeout=DEFAULT_TOOL_TIMEOUT_S)
+    options.set_defaults(timeout=DEFAULT_TOOL_TIMEOUT_S, protocol_version=AUTO)
     parser = argparse.ArgumentParser(
         prog="python -m agent_py.mcp",
         description="List or call the tools of an MCP server (Streamable HTTP).",
@@ -147,6 +156,13 @@ def format_tools(tools: list[Tool]) -> str:
             lines.append(f"    (not offered to the agent: {reason})")
         blocks.append("\n".join(lines))
     return "\n".join(blocks)
+
+
+def describe_revision(client: MCPClient) -> str:
+    """The line that says which server this is and which MCP revision it is spoken to in."""
+    name = client.server_info.name if client.server_info else client.url
+    kind = "stateless" if client.stateless else "session"
+    return f"{name}: MCP {client.protocol_version} ({kind})"
 
 
 def format_result(result: CallToolResult) -> str:
@@ -234,8 +250,10 @@ async def _use(
         tool_timeout_s=args.timeout,
         on_elicit=terminal_handler(assume_yes=args.yes),
         on_log=_print_log,
+        protocol=args.protocol_version,
     )
     async with client:
+        print(describe_revision(client), file=sys.stderr)
         if args.command == "tools":
             print(format_tools(await client.refresh_tools()))
             return EXIT_OK

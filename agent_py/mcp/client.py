@@ -10,17 +10,16 @@ lists tools; :mod:`agent_py.mcp.server_requests` answers the server's requests.
 over HTTP; an :class:`~agent_py.mcp.transport.HTTPTransport` moves the bytes (httpx in
 CPython, fetch or the extension bridge in the page).
 
-Protocol revisions. 2024-11-05 to 2025-11-25 open a session with ``initialize`` (see
-:mod:`agent_py.mcp.handshake`). The stateless 2026-07-28 revision replaces the handshake
-with an optional ``server/discover`` and stamps the protocol version, client info and
-capabilities into every request's ``_meta``; there is no session. To add it, give
-:func:`~agent_py.mcp.handshake.open_session` a discover branch and stamp ``_meta`` in
-:meth:`agent_py.mcp.rpc.RequestChannel._exchange`; the HTTP binding already works
-without a session id.
+Protocol revisions. The client speaks the stateless 2026-07-28 revision (no session:
+every request carries the client's identity in ``_meta``; server requests come back as
+``input_required`` results, see :mod:`agent_py.mcp.input_required`) and the
+``initialize`` revisions 2024-11-05 to 2025-11-25; :mod:`agent_py.mcp.handshake` finds
+which one a server speaks. :attr:`MCPClient.protocol_version` and
+:attr:`MCPClient.stateless` tell the outcome.
 
-After the handshake the client opens the server's standalone event stream (if it offers
-one) and keeps it open: a server sends tool-list changes, log messages and requests such
-as elicitation on it outside any request.
+Once connected the client listens for messages outside any request, if the server offers
+a way: a legacy server's standalone GET stream (tool-list changes, logs and requests such
+as elicitation), or a modern server's ``subscriptions/listen`` stream (tool-list changes).
 """
 
 from __future__ import annotations
@@ -31,15 +30,17 @@ from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any
 
-from mcp_types import CallToolResult, Implementation, InitializeResult, Tool
+from mcp_types import CallToolResult, Implementation, Tool
 from mcp_types.jsonrpc import JSONRPCMessage, JSONRPCNotification, JSONRPCRequest
 
 from agent_py.mcp.auth import Authorizer
 from agent_py.mcp.elicitation import ElicitationHandler
 from agent_py.mcp.errors import MCPAuthError, MCPError, MCPSessionExpiredError
-from agent_py.mcp.handshake import CLIENT_INFO, open_session
+from agent_py.mcp.handshake import AUTO, CLIENT_INFO, SessionInfo, open_session
 from agent_py.mcp.http_status import TOKEN_HINT
+from agent_py.mcp.input_required import complete
 from agent_py.mcp.local import cpython_transport
+from agent_py.mcp.request_headers import param_headers
 from agent_py.mcp.results import parse_call_tool_result
 from agent_py.mcp.rpc import CANCEL_TIMEOUT_S, ProgressHandler, RequestChannel
 from agent_py.mcp.server_requests import reply_to
@@ -81,6 +82,7 @@ class MCPClient:
         on_log: LogHandler | None = None,
         listen: bool = True,
         max_message_bytes: int = 16 * 1024 * 1024,
+        protocol: str = AUTO,
     ) -> None:
         self.url = url
         self.name = name
@@ -90,6 +92,8 @@ class MCPClient:
         elicitation capability."""
         self.on_log = on_log
         self._listen = listen
+        self._protocol = protocol
+        """The revision to speak: :data:`~agent_py.mcp.handshake.AUTO` or an exact one."""
         self._label = f"The MCP server {name!r}" if name else f"The MCP server at {url}"
         self._client_info = client_info
         self._request_timeout_s = request_timeout_s
@@ -112,29 +116,34 @@ class MCPClient:
         self._stream_task: asyncio.Task[None] | None = None
         self._stream_refused = False  # the stream's token was refused: reopen after a request
         self._background: set[asyncio.Task[None]] = set()
-        self._initialized: InitializeResult | None = None
+        self._session: SessionInfo | None = None
         self._tools: list[Tool] = []
         self._tools_stale = False
         self._handshake_lock = asyncio.Lock()
         self._refresh_lock = asyncio.Lock()
 
-    # What the handshake told us.
+    # What the start of the connection told us.
 
     @property
     def connected(self) -> bool:
-        return self._initialized is not None and not self._requests.closed
+        return self._session is not None and not self._requests.closed
 
     @property
     def protocol_version(self) -> str | None:
-        return self._initialized.protocol_version if self._initialized else None
+        return self._session.protocol_version if self._session else None
+
+    @property
+    def stateless(self) -> bool:
+        """Whether the server is spoken to in a modern (stateless, 2026-07-28) revision."""
+        return self._session is not None and self._session.stateless
 
     @property
     def server_info(self) -> Implementation | None:
-        return self._initialized.server_info if self._initialized else None
+        return self._session.server_info if self._session else None
 
     @property
     def instructions(self) -> str | None:
-        return self._initialized.instructions if self._initialized else None
+        return self._session.instructions if self._session else None
 
     @property
     def session_id(self) -> str | None:
@@ -152,16 +161,18 @@ class MCPClient:
 
     # Lifecycle.
 
-    async def connect(self) -> InitializeResult:
-        """Open the session (initialize, then notifications/initialized)."""
+    async def connect(self) -> SessionInfo:
+        """Start speaking to the server: find its revision and, for a legacy one, open the
+        session (initialize, then notifications/initialized)."""
         self._requests.check_open()
         async with self._handshake_lock:
-            if self._initialized is None:
-                self._initialized = await self._handshake()
-            return self._initialized
+            if self._session is None:
+                await self._handshake()
+            assert self._session is not None
+            return self._session
 
     async def close(self) -> None:
-        """End the session (HTTP DELETE) and release the transport."""
+        """End the session (HTTP DELETE, when there is one) and release the transport."""
         if self._requests.closed:
             return
         self._requests.closed = True
@@ -217,17 +228,29 @@ class MCPClient:
     ) -> CallToolResult:
         """Call a tool. A tool's own failure is a result with ``is_error`` set; failures to
         get a result raise :class:`~agent_py.mcp.errors.MCPError`."""
+        arguments = dict(arguments or {})
+        headers: dict[str, str] = {}
+        await self.connect()
+        if self.stateless:
+            # The tool's schema says which arguments travel in headers as well.
+            if not any(tool.name == name for tool in self._tools):
+                await self._refresh_tools_quietly()
+            tool = next((tool for tool in self._tools if tool.name == name), None)
+            headers = param_headers(tool, arguments)
         raw = await self._request(
             "tools/call",
-            {"name": name, "arguments": dict(arguments or {})},
+            {"name": name, "arguments": arguments},
             timeout_s=timeout_s if timeout_s is not None else self._tool_timeout_s,
             on_progress=on_progress,
             what=f"tool {name!r}",
+            headers=headers,
         )
         return parse_call_tool_result(raw, name)
 
     async def ping(self) -> None:
-        await self.request("ping")
+        """Check that the server answers (``ping``; a modern server has ``server/discover``
+        in its place)."""
+        await self.request("server/discover" if self.stateless else "ping")
 
     async def request(
         self,
@@ -256,14 +279,22 @@ class MCPClient:
         timeout_s: float,
         on_progress: ProgressHandler | None,
         what: str,
+        headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         await self.connect()
-        try:
-            result = await self._requests.request(method, params, timeout_s, on_progress, what)
-        except MCPSessionExpiredError as expired:
-            # The server forgot the session: start a new one and replay the request, once.
-            await self._restart_session(expired.session_id)
-            result = await self._requests.request(method, params, timeout_s, on_progress, what)
+
+        async def send(params: Mapping[str, Any] | None) -> dict[str, Any]:
+            return await self._send(method, params, timeout_s, on_progress, what, headers)
+
+        result = await complete(
+            method,
+            params,
+            send,
+            on_elicit=self.on_elicit,
+            server=self.name or self.url,
+            label=self._label,
+            what=what,
+        )
         if self._tools_stale and method != "tools/list":
             await self._refresh_tools_quietly()
         if self._stream_refused and not self._requests.closed:
@@ -272,26 +303,59 @@ class MCPClient:
             self._spawn(self._start_listening())
         return result
 
-    async def _handshake(self) -> InitializeResult:
+    async def _send(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        timeout_s: float,
+        on_progress: ProgressHandler | None,
+        what: str,
+        headers: Mapping[str, str] | None,
+    ) -> dict[str, Any]:
+        try:
+            return await self._requests.request(
+                method, params, timeout_s, on_progress, what, headers
+            )
+        except MCPSessionExpiredError as expired:
+            # The server forgot the session: start a new one and replay the request, once.
+            await self._restart_session(expired.session_id)
+            return await self._requests.request(
+                method, params, timeout_s, on_progress, what, headers
+            )
+
+    async def _handshake(self) -> None:
         await self._stop_listening()
-        result = await open_session(
+        self._session = await open_session(
             self._requests,
             self._connection,
             client_info=self._client_info,
             elicitation=self.on_elicit is not None,
             label=self._label,
             timeout_s=self._request_timeout_s,
+            version=self._protocol,
         )
         if self._listen:
             await self._start_listening()
-        return result
 
     async def _start_listening(self) -> None:
-        """Open the standalone event stream; a server that has none (405) or fails to open
-        one still works, only without messages outside requests."""
+        """Open the stream for messages outside requests: a legacy server's standalone GET
+        stream, or a modern server's ``subscriptions/listen`` for tool-list changes when it
+        says its list can change. A server that has none (405) or fails to open one still
+        works, only without messages outside requests."""
+        session = self._session
+        if session is None:
+            return
+        tools = session.capabilities.tools
+        if session.stateless and not (tools is not None and tools.list_changed):
+            return
         try:
             async with asyncio.timeout(self._request_timeout_s):
-                response = await self._connection.open_stream(timeout_s=self._request_timeout_s)
+                if session.stateless:
+                    response = await self._connection.open_subscription(
+                        self._requests.subscription(), timeout_s=self._request_timeout_s
+                    )
+                else:
+                    response = await self._connection.open_stream(timeout_s=self._request_timeout_s)
         except (MCPError, TimeoutError) as error:
             logger.info("%s: no event stream: %s", self._label, error)
             return
@@ -305,7 +369,10 @@ class MCPClient:
     async def _keep_listening(self, response: HTTPResponse) -> None:
         try:
             await self._connection.listen(
-                response, self._on_stream_message, timeout_s=self._request_timeout_s
+                response,
+                self._on_stream_message,
+                timeout_s=self._request_timeout_s,
+                resubscribe=self._requests.subscription if self.stateless else None,
             )
         except MCPAuthError as error:
             # Reopening it, the token was refused (revoked before its time). A background
@@ -340,8 +407,8 @@ class MCPClient:
     async def _restart_session(self, expired_session_id: str) -> None:
         async with self._handshake_lock:
             if self._connection.session_id in (expired_session_id, None):
-                self._initialized = None
-                self._initialized = await self._handshake()
+                self._session = None
+                await self._handshake()
 
     async def _on_message(self, message: JSONRPCMessage) -> None:
         """A message that arrived on a response stream besides the awaited answer."""

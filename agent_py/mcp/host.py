@@ -91,6 +91,7 @@ class MCPServerStatus(BaseModel):
     """Why the server is in the ``error`` state, as a sentence for the user."""
     tool_count: int = 0
     protocol_version: str | None = None
+    """The MCP revision the server is spoken to in."""
     server_name: str | None = None
     """The name the server gives itself."""
     left_out: list[str] = Field(default_factory=list)
@@ -299,7 +300,7 @@ class MCPClientHost:
                 "state": "connected",
                 "error": None,
                 "protocol_version": initialized.protocol_version,
-                "server_name": initialized.server_info.name,
+                "server_name": initialized.server_info.name if initialized.server_info else None,
             }
         )
         self._emit(entry)

@@ -5,7 +5,13 @@ the caller, bounds it in time (cancelling it on the server with
 ``notifications/cancelled`` when the time runs out or the caller stops waiting), sends it
 once more when the server refused the token and the :class:`~agent_py.mcp.auth.Authorizer`
 got a better one, and turns a JSON-RPC error into :class:`~agent_py.mcp.errors.MCPRemoteError`.
-How a session starts is :mod:`agent_py.mcp.handshake`; the HTTP is
+
+On a modern (2026-07-28) connection it also stamps the :class:`~agent_py.mcp.stateless.Envelope`
+into every request's ``_meta``, asks once more in the version a server names when it
+answers ``UnsupportedProtocolVersionError``, sends a request once more when its response
+stream broke (the revision has no resumption: a lost request is sent again, as a new
+one), and cancels by closing the stream alone (no ``notifications/cancelled`` over HTTP).
+How a connection starts is :mod:`agent_py.mcp.handshake`; the HTTP is
 :class:`~agent_py.mcp.streamable_http.StreamableHTTPConnection`.
 """
 
@@ -17,7 +23,12 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mcp_types import ProgressNotificationParams, ProgressToken
+from mcp_types import (
+    UNSUPPORTED_PROTOCOL_VERSION,
+    ProgressNotificationParams,
+    ProgressToken,
+    UnsupportedProtocolVersionErrorData,
+)
 from mcp_types.jsonrpc import (
     METHOD_NOT_FOUND,
     ErrorData,
@@ -28,8 +39,15 @@ from mcp_types.jsonrpc import (
 from pydantic import ValidationError
 
 from agent_py.mcp.auth import Authorizer
-from agent_py.mcp.errors import MCPAuthError, MCPError, MCPRemoteError, MCPTimeoutError
+from agent_py.mcp.errors import (
+    MCPAuthError,
+    MCPConnectionError,
+    MCPError,
+    MCPRemoteError,
+    MCPTimeoutError,
+)
 from agent_py.mcp.messages import MessageHandler
+from agent_py.mcp.stateless import MODERN_VERSIONS, Envelope
 from agent_py.mcp.streamable_http import StreamableHTTPConnection
 
 logger = logging.getLogger(__name__)
@@ -60,6 +78,8 @@ class RequestChannel:
         self._label = label
         self._auth = auth
         self._request_timeout_s = request_timeout_s
+        self.envelope: Envelope | None = None
+        """Set on a modern connection: stamped into every request's ``_meta``."""
         self._ids = itertools.count(1)
         self._progress: dict[ProgressToken, ProgressHandler] = {}
 
@@ -74,17 +94,57 @@ class RequestChannel:
         timeout_s: float,
         on_progress: ProgressHandler | None,
         what: str,
+        headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """:meth:`_exchange`; when the server refuses the token and an authorizer can get a
-        better one (which may take the user's time, so no time limit), once more."""
-        try:
-            return await self._exchange(method, params, timeout_s, on_progress, what)
-        except MCPAuthError as refused:
-            if self._auth is None or not await self._auth.challenge(
-                refused.status, refused.www_authenticate
-            ):
-                raise
-        return await self._exchange(method, params, timeout_s, on_progress, what)
+        """:meth:`_exchange`, sent once more (each at most once) when the server refuses the
+        token and an authorizer can get a better one (which may take the user's time, so no
+        time limit), when a modern server names a version to ask in, and when a modern
+        request's stream broke."""
+        authorized = renegotiated = reissued = False
+        while True:
+            try:
+                return await self._exchange(method, params, timeout_s, on_progress, what, headers)
+            except MCPAuthError as refused:
+                if authorized or self._auth is None:
+                    raise
+                if not await self._auth.challenge(refused.status, refused.www_authenticate):
+                    raise
+                authorized = True
+            except MCPRemoteError as error:
+                if renegotiated or not self._renegotiate(error):
+                    raise
+                renegotiated = True
+            except MCPConnectionError as error:
+                if reissued or self.envelope is None:
+                    raise
+                logger.info("%s: %s; sending %s again", self._label, error, what)
+                reissued = True
+
+    def _renegotiate(self, error: MCPRemoteError) -> bool:
+        """After ``UnsupportedProtocolVersionError`` on a modern connection: switch to the
+        newest modern version the server names, if any."""
+        if self.envelope is None or error.code != UNSUPPORTED_PROTOCOL_VERSION:
+            return False
+        mutual = [v for v in MODERN_VERSIONS if v in supported_versions(error.data)]
+        if not mutual:
+            return False
+        version = (
+            self.envelope.protocol_version
+            if self.envelope.protocol_version in mutual
+            else mutual[0]
+        )
+        self.envelope = self.envelope.with_version(version)
+        self._connection.protocol_version = version
+        return True
+
+    def subscription(self) -> JSONRPCRequest:
+        """A new ``subscriptions/listen`` request for tool-list changes (modern only)."""
+        params: dict[str, Any] = {"notifications": {"toolsListChanged": True}}
+        if self.envelope is not None:
+            params = self.envelope.stamp(params)
+        return JSONRPCRequest(
+            jsonrpc="2.0", id=next(self._ids), method="subscriptions/listen", params=params
+        )
 
     def report_progress(self, params: Mapping[str, Any]) -> None:
         """A ``notifications/progress``: to the handler of the request it names, if any."""
@@ -107,6 +167,7 @@ class RequestChannel:
         timeout_s: float,
         on_progress: ProgressHandler | None,
         what: str,
+        headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """One request, one answer, within ``timeout_s``."""
         self.check_open()
@@ -115,6 +176,8 @@ class RequestChannel:
             params = dict(params or {})
             params["_meta"] = {**params.get("_meta", {}), "progressToken": request_id}
             self._progress[request_id] = on_progress
+        if self.envelope is not None:
+            params = self.envelope.stamp(params)
         message = (
             JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method)
             if params is None
@@ -123,7 +186,7 @@ class RequestChannel:
         try:
             async with asyncio.timeout(timeout_s):
                 answer = await self._connection.request(
-                    message, self._on_message, timeout_s=timeout_s
+                    message, self._on_message, timeout_s=timeout_s, headers=headers
                 )
         except (TimeoutError, MCPTimeoutError) as error:
             await self._cancel(method, request_id, f"no answer within {timeout_s:g} s")
@@ -144,6 +207,8 @@ class RequestChannel:
         """Tell the server to stop working on a request (best effort)."""
         if method == "initialize":
             return  # the protocol forbids cancelling initialize
+        if self.envelope is not None:
+            return  # modern HTTP: closing the request's stream (done) is the cancellation
         notification = JSONRPCNotification(
             jsonrpc="2.0",
             method="notifications/cancelled",
@@ -164,3 +229,11 @@ class RequestChannel:
             text = f"{self._label} answered {what} with an error"
         text += f": {detail} (code {error.code})." if detail else f" (code {error.code})."
         return MCPRemoteError(text, code=error.code, remote_message=error.message, data=error.data)
+
+
+def supported_versions(data: Any) -> list[str]:
+    """The versions an ``UnsupportedProtocolVersionError`` names (none if malformed)."""
+    try:
+        return UnsupportedProtocolVersionErrorData.model_validate(data).supported
+    except ValidationError:
+        return []

@@ -5,6 +5,7 @@ answer that does not match the form's schema never leaves the client."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from mcp_types.jsonrpc import (
@@ -34,30 +35,49 @@ async def reply_to(
     return _error_reply(request, METHOD_NOT_FOUND, f"This client does not support {request.method}")
 
 
-async def _elicit(
-    request: JSONRPCRequest, on_elicit: ElicitationHandler, server: str
-) -> JSONRPCResponse | JSONRPCError:
+class ElicitationRefused(Exception):
+    """The form could not be shown or answered; ``code`` is the JSON-RPC error to say so."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+async def elicit(
+    params: Mapping[str, Any], on_elicit: ElicitationHandler, server: str
+) -> dict[str, Any]:
+    """The ``ElicitResult`` of the user's answer to a form request's ``params``; raises
+    :class:`ElicitationRefused` when there is no answer to send."""
     try:
-        form = parse_form(server, request.params or {})
+        form = parse_form(server, params)
     except UnsupportedSchemaError as error:
-        return _error_reply(request, INVALID_PARAMS, f"Cannot ask the user: {error}")
+        raise ElicitationRefused(INVALID_PARAMS, f"Cannot ask the user: {error}") from error
     try:
         answer = await on_elicit(form)
     except Exception as error:
         logger.exception("elicitation handler failed")
-        return _error_reply(request, INTERNAL_ERROR, f"The form failed: {error}")
+        raise ElicitationRefused(INTERNAL_ERROR, f"The form failed: {error}") from error
     result: dict[str, Any] = {"action": answer.action}
     if answer.action == "accept":
         content = dict(answer.content or {})
         problems = form.problems(content)
         if problems:
             # Nothing that breaks the schema leaves the client.
-            return _error_reply(
-                request,
+            raise ElicitationRefused(
                 INTERNAL_ERROR,
                 f"The answer does not match the requested schema: {'; '.join(problems)}",
             )
         result["content"] = content
+    return result
+
+
+async def _elicit(
+    request: JSONRPCRequest, on_elicit: ElicitationHandler, server: str
+) -> JSONRPCResponse | JSONRPCError:
+    try:
+        result = await elicit(request.params or {}, on_elicit, server)
+    except ElicitationRefused as refused:
+        return _error_reply(request, refused.code, str(refused))
     return JSONRPCResponse(jsonrpc="2.0", id=request.id, result=result)
 
 

@@ -16,14 +16,21 @@ a session id means the session is gone
 :meth:`StreamableHTTPConnection.listen` holds the optional standalone GET stream on which
 a server sends messages outside any request (405: the server offers none).
 
+A modern (2026-07-28) connection is :attr:`StreamableHTTPConnection.stateless`: no session
+id, no standalone GET stream, no resumption; every POST mirrors its method (and target) in
+``Mcp-Method`` / ``Mcp-Name`` (:mod:`agent_py.mcp.request_headers`); and a 4xx whose body is
+a JSON-RPC error only a modern server sends (a version it does not speak, headers that do
+not match the body) is that error, answered like any other.
+
 This module knows the HTTP side only; the protocol (ids, handshake, what messages mean)
 lives in :mod:`agent_py.mcp.client`.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from mcp_types.jsonrpc import (
     JSONRPCError,
@@ -34,12 +41,15 @@ from mcp_types.jsonrpc import (
 
 from agent_py.mcp import responses
 from agent_py.mcp.auth import Authorizer
-from agent_py.mcp.errors import MCPHTTPError, MCPProtocolError
+from agent_py.mcp.errors import MCPAuthError, MCPHTTPError, MCPProtocolError
 from agent_py.mcp.http_status import TOKEN_HINT, check_status
 from agent_py.mcp.messages import Answer, MessageHandler, encode_message, snippet
+from agent_py.mcp.request_headers import standard_headers
+from agent_py.mcp.stateless import MODERN_ERROR_CODES
 from agent_py.mcp.transport import HTTPResponse, HTTPTransport
 
 ACCEPT_ANSWER = "application/json, text/event-stream"
+
 _SESSION_ID = re.compile(r"[\x21-\x7e]+")
 
 
@@ -64,25 +74,44 @@ class StreamableHTTPConnection:
         self.transport = transport
         self.session_id: str | None = None
         self.protocol_version: str | None = None
-        """Sent as ``MCP-Protocol-Version`` once set (after initialize)."""
+        """Sent as ``MCP-Protocol-Version`` once set (after initialize, or from the start on a
+        modern connection)."""
+        self.stateless = False
+        """A modern connection: request headers mirror the body, nothing is resumed."""
         self._token = token or None
         self._auth = auth
         self._token_hint = token_hint
         self._max_message_bytes = max_message_bytes
 
     def reset_session(self) -> None:
-        """Forget the session, before a new ``initialize``."""
+        """Forget the session and the revision, before the connection starts again."""
         self.session_id = None
         self.protocol_version = None
+        self.stateless = False
 
     async def request(
-        self, message: JSONRPCRequest, on_message: MessageHandler, *, timeout_s: float | None
+        self,
+        message: JSONRPCRequest,
+        on_message: MessageHandler,
+        *,
+        timeout_s: float | None,
+        headers: Mapping[str, str] | None = None,
     ) -> Answer:
         """POST a request; pass every other message that arrives to ``on_message``; return
-        the response or error that answers it."""
-        response = await self._exchange(
-            "POST", encode_message(message), ACCEPT_ANSWER, timeout_s, message.method
-        )
+        the response or error that answers it. ``headers`` are added to the POST (a modern
+        tool call's ``Mcp-Param-*``)."""
+        extra = dict(headers or {})
+        if self.stateless:
+            extra.update(standard_headers(message.method, message.params))
+        try:
+            response = await self._exchange(
+                "POST", encode_message(message), ACCEPT_ANSWER, timeout_s, message.method, extra
+            )
+        except MCPHTTPError as error:
+            modern = None if isinstance(error, MCPAuthError) else _modern_error(error.body)
+            if modern is None:
+                raise
+            return modern
         try:
             if message.method == "initialize":
                 self._take_session_id(response)
@@ -90,6 +119,11 @@ class StreamableHTTPConnection:
             if media_type == "text/event-stream":
 
                 async def resume(last_event_id: str) -> HTTPResponse:
+                    if self.stateless:
+                        raise MCPProtocolError(
+                            f"The server's event stream for {message.method} ended before "
+                            "the answer (MCP 2026-07-28 streams cannot be resumed)."
+                        )
                     return await self._resume(last_event_id, message.method, timeout_s)
 
                 return await responses.read_events(
@@ -142,20 +176,47 @@ class StreamableHTTPConnection:
             )
         return response
 
+    async def open_subscription(
+        self, message: JSONRPCRequest, *, timeout_s: float | None
+    ) -> HTTPResponse | None:
+        """POST a modern ``subscriptions/listen`` and return its event stream; None when the
+        server answers it with anything else (it has no subscriptions)."""
+        try:
+            response = await self._exchange(
+                "POST",
+                encode_message(message),
+                ACCEPT_ANSWER,
+                timeout_s,
+                message.method,
+                standard_headers(message.method, message.params),
+            )
+        except MCPHTTPError as error:
+            if isinstance(error, MCPAuthError):
+                raise
+            return None
+        if _media_type(response) != "text/event-stream":
+            await response.aclose()
+            return None
+        return response
+
     async def listen(
         self,
         response: HTTPResponse,
         on_message: MessageHandler,
         *,
         timeout_s: float | None,
+        resubscribe: Callable[[], JSONRPCRequest] | None = None,
     ) -> None:
-        """Read the standalone stream opened by :meth:`open_stream`, handing every message to
-        ``on_message``; reopen it (with ``Last-Event-ID`` when the server gave ids) when it
-        ends, until :data:`~agent_py.mcp.responses.MAX_RESUMES` reopenings in a row deliver
-        nothing. Returns when the server stops offering it; raises what made it impossible
-        to reopen."""
+        """Read the stream opened by :meth:`open_stream` (or :meth:`open_subscription`),
+        handing every message to ``on_message``; reopen it when it ends (with
+        ``Last-Event-ID`` when the server gave ids; a subscription by POSTing
+        ``resubscribe()``), until :data:`~agent_py.mcp.responses.MAX_RESUMES` reopenings in
+        a row deliver nothing. Returns when the server stops offering it; raises what made
+        it impossible to reopen."""
 
         async def reopen(last_event_id: str) -> HTTPResponse | None:
+            if resubscribe is not None:
+                return await self.open_subscription(resubscribe(), timeout_s=timeout_s)
             return await self._reopen_stream(last_event_id, timeout_s)
 
         await responses.listen(
@@ -273,3 +334,13 @@ class StreamableHTTPConnection:
                 f"The server at {self.url} assigned an invalid session id {snippet(session_id)}."
             )
         self.session_id = session_id
+
+
+def _modern_error(body: str) -> JSONRPCError | None:
+    """The JSON-RPC error in an HTTP error's body, if it is one only a modern server sends."""
+    try:
+        value = json.loads(body)
+        error = JSONRPCError.model_validate(value)
+    except ValueError:  # not JSON, or not a JSON-RPC error (pydantic's error is a ValueError)
+        return None
+    return error if error.error.code in MODERN_ERROR_CODES else None

@@ -1,6 +1,8 @@
 """Listing a server's tools: ``tools/list`` followed through every ``nextCursor`` page (a
 cursor seen twice, or more than :data:`MAX_TOOL_PAGES` pages, is a protocol error), and
-each tool validated on its own, so one malformed tool does not hide the others."""
+each tool validated on its own, so one malformed tool does not hide the others. A tool
+whose ``x-mcp-header`` annotations break MCP 2026-07-28's rules is left out too (the
+revision requires it), with a warning."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from mcp_types import Tool
 from pydantic import ValidationError
 
 from agent_py.mcp.errors import MCPProtocolError
+from agent_py.mcp.request_headers import header_problem
 from agent_py.mcp.results import describe_validation_error
 
 logger = logging.getLogger(__name__)
@@ -46,11 +49,17 @@ def parse_tools(raw_tools: Any, label: str) -> list[Tool]:
     tools = []
     for raw in raw_tools:
         try:
-            tools.append(Tool.model_validate(raw))
+            tool = Tool.model_validate(raw)
         except ValidationError as error:
             # One malformed tool should not hide the others.
             name = raw.get("name") if isinstance(raw, dict) else None
             logger.warning(
                 "%s: skipping tool %r: %s", label, name, describe_validation_error(error)
             )
+            continue
+        problem = header_problem(tool)
+        if problem is not None:
+            logger.warning("%s: skipping tool %r: %s", label, tool.name, problem)
+            continue
+        tools.append(tool)
     return tools

@@ -92,8 +92,10 @@ def initialize_result(version: str = PROTOCOL) -> dict[str, Any]:
 
 
 class MCPScript:
-    """A minimal MCP server: it answers initialize (with a session id), notifications and
-    DELETE, and hands every other request to ``on_request``. The GET that opens the
+    """A minimal MCP server of the 2025 era: it answers initialize (with a session id),
+    notifications and DELETE, refuses a modern client's ``server/discover`` as the
+    TypeScript SDK's legacy transport does (400, no session), and hands every other request
+    to ``on_request``. The GET that opens the
     standalone event stream (one without ``Last-Event-ID``) goes to ``on_stream``; without
     one it is answered 405, as by a server that offers no such stream."""
 
@@ -123,6 +125,15 @@ class MCPScript:
         message = request.json() if request.method == "POST" else None
         if isinstance(message, dict) and "id" not in message:
             return Reply(202)  # a notification or a response
+        if request.rpc_method == "server/discover":
+            return json_reply(
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {"code": -32000, "message": "Bad Request: Server not initialized"},
+                },
+                status=400,
+            )
         if request.rpc_method == "initialize":
             session = {"Mcp-Session-Id": self._session_ids.pop(0)} if self._session_ids else {}
             return json_reply(result(request, initialize_result(self.version)), headers=session)

@@ -7,7 +7,10 @@ test can assert what the client sent.
 
 It keeps its events in memory, so streams can be resumed: ``process_batch`` closes its
 own response stream at every checkpoint, as the SDK's ``sse-polling-demo`` does, and
-``announce_later`` speaks outside any request, on the standalone GET stream.
+``announce_later`` speaks outside any request: on the standalone GET stream of a 2025
+session, on the ``subscriptions/listen`` streams of 2026-07-28 clients. The tools that ask
+the user do so with ``elicitation/create`` in a 2025 session and with an ``input_required``
+result in 2026-07-28.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
 PAGE_SIZE = 4
@@ -94,21 +98,52 @@ async def record_and_paginate(
             "params": dict(ctx.params or {}),
             "protocol_header": headers.get("mcp-protocol-version") if headers else None,
             "session": headers.get("mcp-session-id") if headers else None,
+            "mcp_method": headers.get("mcp-method") if headers else None,
+            "mcp_name": headers.get("mcp-name") if headers else None,
         }
     )
     if ctx.method != "tools/list":
         return await call_next(ctx)
     cursor = (ctx.params or {}).get("cursor")
     start = int(cursor) if cursor else 0
-    result = await call_next(replace(ctx, params={}))
+    # The SDK pages on its own terms: ask it for everything (keeping a modern request's
+    # _meta, which the 2026-07-28 revision requires) and page here.
+    rest = {key: value for key, value in (ctx.params or {}).items() if key != "cursor"}
+    result = await call_next(replace(ctx, params=rest))
     if isinstance(result, BaseModel):
         result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
     assert isinstance(result, dict)
     tools = result["tools"]
-    page: dict[str, Any] = {"tools": tools[start : start + PAGE_SIZE]}
+    page: dict[str, Any] = {**result, "tools": tools[start : start + PAGE_SIZE]}
+    page.pop("nextCursor", None)
     if start + PAGE_SIZE < len(tools):
         page["nextCursor"] = str(start + PAGE_SIZE)
     return page
+
+
+async def ask(
+    ctx: Context, message: str, schema: type[BaseModel]
+) -> str | types.InputRequiredResult:
+    """Ask the user through the client: with ``elicitation/create`` in a 2025 session, with
+    an ``input_required`` round in 2026-07-28 (the answer comes back in the retry)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        answer = await ctx.elicit(message, schema=schema)
+        if answer.action == "accept":
+            return f"accept {answer.data.model_dump_json()}"
+        return answer.action
+    response = (ctx.input_responses or {}).get("form")
+    if response is None:
+        request = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(
+                message=message, requested_schema=schema.model_json_schema()
+            )
+        )
+        return types.InputRequiredResult(input_requests={"form": request}, request_state="asked")
+    assert ctx.request_state == "asked", ctx.request_state
+    result = types.ElicitResult.model_validate(response, from_attributes=True)
+    if result.action == "accept":
+        return f"accept {schema.model_validate(result.content).model_dump_json()}"
+    return result.action
 
 
 def build_server(token: str | None) -> MCPServer:
@@ -173,7 +208,8 @@ def build_server(token: str | None) -> MCPServer:
 
     @server.tool(description="Later, outside this call: log, add tool NAME, announce it.")
     async def announce_later(ctx: Context, name: str, delay_s: float = 0.3) -> str:
-        session = ctx.request_context.session
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        session = None if modern else ctx.request_context.session
 
         async def later() -> None:
             await asyncio.sleep(delay_s)
@@ -182,6 +218,9 @@ def build_server(token: str | None) -> MCPServer:
                 return x
 
             server.add_tool(late, name=name, description="Arrived later.")
+            if session is None:  # 2026-07-28: to subscriptions/listen streams (no logs there)
+                await ctx.notify_tools_changed()
+                return
             await session.send_log_message("warning", f"added {name}", logger="sdk_server")
             await session.send_tool_list_changed()
 
@@ -189,18 +228,12 @@ def build_server(token: str | None) -> MCPServer:
         return "later"
 
     @server.tool(description="Ask the user for a profile and say what came back.")
-    async def ask_user(ctx: Context) -> str:
-        answer = await ctx.elicit("Who are you?", schema=Profile)
-        if answer.action == "accept":
-            return f"accept {answer.data.model_dump_json()}"
-        return answer.action
+    async def ask_user(ctx: Context) -> str | types.InputRequiredResult:
+        return await ask(ctx, "Who are you?", Profile)
 
     @server.tool(description="Ask for preferences that all have defaults.")
-    async def ask_preferences(ctx: Context) -> str:
-        answer = await ctx.elicit("Preferences?", schema=Preferences)
-        if answer.action == "accept":
-            return f"accept {answer.data.model_dump_json()}"
-        return answer.action
+    async def ask_preferences(ctx: Context) -> str | types.InputRequiredResult:
+        return await ask(ctx, "Preferences?", Preferences)
 
     @server.tool(description="What the server received so far.")
     def journal_entries() -> list[dict[str, Any]]:

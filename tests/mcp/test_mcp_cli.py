@@ -48,8 +48,9 @@ async def test_the_cli_lists_tools_calls_them_and_exits_with_a_meaningful_status
     assert "add\n    Add two integers.\n    arguments: a: integer, b: integer" in out
     slow = "slow\n    Sleep, reporting progress each step.\n    arguments: steps?: integer"
     assert slow + ", delay_s?: number" in out
-    assert added == (0, "42\n", "")  # --token before the command
-    assert echoed == (0, "hi\n", "")  # --token after it
+    revision = "test-server: MCP 2026-07-28 (stateless)\n"  # the SDK server speaks both eras
+    assert added == (0, "42\n", revision)  # --token before the command
+    assert echoed == (0, "hi\n", revision)  # --token after it
     code, out, err = failed
     assert (code, out) == (1, "")
     assert "no disk" in err
@@ -95,7 +96,7 @@ async def test_timeout_bounds_the_handshake_and_the_tool_listing(
     elapsed = time.monotonic() - started
     never.set()
     assert at_handshake[0] == 2
-    assert "did not answer initialize within 1 s" in at_handshake[2]
+    assert "did not answer server/discover within 1 s" in at_handshake[2]  # the first request
     assert at_listing[0] == 2
     assert "did not answer tools/list within 1 s" in at_listing[2]
     # Python's start-up on a busy machine is most of this; the old default was 30 s.
@@ -122,7 +123,11 @@ async def test_a_question_from_the_server_takes_the_defaults_under_yes_or_is_dec
         run_cli(url, "call", "ask_user", "--yes"),
         run_cli(url, "call", "ask_user"),
     )
-    assert defaults == (0, 'accept {"colour":"blue","count":3,"notify":true}\n', "")
+    assert defaults == (
+        0,
+        'accept {"colour":"blue","count":3,"notify":true}\n',
+        "test-server: MCP 2026-07-28 (stateless)\n",  # asked with an input_required round
+    )
     assert with_yes[:2] == (0, "decline\n")
     assert "--yes cannot answer it: Name is required. Declined." in with_yes[2]
     assert no_terminal[:2] == (0, "decline\n")

@@ -39,12 +39,46 @@ async def journal(url: str) -> list[dict[str, Any]]:
     return entries
 
 
-async def test_handshake_negotiates_the_latest_revision_and_sends_the_version_header(
+async def test_a_server_of_both_eras_is_spoken_to_statelessly_with_every_request_signed(
+    sdk_servers: SDKServers,
+) -> None:
+    """2026-07-28: server/discover, then no session; every request carries the version,
+    the client's info and capabilities in _meta, and mirrors its method in headers."""
+    me = Implementation(name=f"modern-{uuid.uuid4().hex[:8]}", version="1")
+    async with MCPClient(sdk_servers.open_url, client_info=me) as client:
+        assert (client.protocol_version, client.stateless) == ("2026-07-28", True)
+        assert client.server_info is not None and client.server_info.name == "test-server"
+        assert client.session_id is None
+        await client.call_tool("echo", {"text": "hi"})
+
+    entries = [
+        e
+        for e in await journal(sdk_servers.open_url)
+        if (e["params"].get("_meta") or {}).get("io.modelcontextprotocol/clientInfo")
+        == me.model_dump(exclude_none=True)
+    ]
+    assert list(dict.fromkeys(e["method"] for e in entries)) == [
+        "server/discover",
+        "subscriptions/listen",  # the server's tool list can change: listen for it
+        "tools/list",  # the tool's schema says which arguments travel in headers too
+        "tools/call",
+    ]
+    for entry in entries:
+        meta = entry["params"]["_meta"]
+        assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+        assert "io.modelcontextprotocol/clientCapabilities" in meta
+        assert (entry["protocol_header"], entry["session"]) == ("2026-07-28", None)
+        assert entry["mcp_method"] == entry["method"]
+    assert entries[-1]["mcp_name"] == "echo"
+    assert "initialize" not in {e["method"] for e in entries}
+
+
+async def test_a_pinned_2025_revision_opens_a_session_with_initialize(
     sdk_servers: SDKServers,
 ) -> None:
     me = Implementation(name=f"handshake-{uuid.uuid4().hex[:8]}", version="1")
-    async with MCPClient(sdk_servers.open_url, client_info=me) as client:
-        assert client.protocol_version == "2025-11-25"
+    async with MCPClient(sdk_servers.open_url, client_info=me, protocol="2025-11-25") as client:
+        assert (client.protocol_version, client.stateless) == ("2025-11-25", False)
         assert client.server_info is not None and client.server_info.name == "test-server"
         assert client.session_id
         await client.call_tool("echo", {"text": "hi"})
@@ -63,6 +97,7 @@ async def test_handshake_negotiates_the_latest_revision_and_sends_the_version_he
     later = [e for e in entries if e.get("session") == session]
     assert [e["method"] for e in later] == ["notifications/initialized", "tools/call"]
     assert {e["protocol_header"] for e in later} == {"2025-11-25"}
+    assert {e["mcp_method"] for e in later} == {None}  # 2026 headers only in 2026
 
 
 async def test_tools_are_listed_across_pages(sdk_servers: SDKServers) -> None:
@@ -112,7 +147,8 @@ async def test_progress_notifications_reach_on_progress(sdk_servers: SDKServers)
 
 
 async def test_a_timeout_cancels_the_request_on_the_server(sdk_servers: SDKServers) -> None:
-    async with MCPClient(sdk_servers.open_url) as client:
+    """In a 2025 session with notifications/cancelled."""
+    async with MCPClient(sdk_servers.open_url, protocol="2025-11-25") as client:
         with pytest.raises(MCPTimeoutError, match=r"did not answer tool 'slow' within 0\.3 s"):
             await client.call_tool("slow", {"steps": 100, "delay_s": 0.1}, timeout_s=0.3)
         session = client.session_id
@@ -128,12 +164,39 @@ async def test_a_timeout_cancels_the_request_on_the_server(sdk_servers: SDKServe
         if e.get("session") == session and e["method"] == "notifications/cancelled"
     ]
     assert [e["params"]["requestId"] for e in cancelled] == [call["id"]]
-    for _ in range(50):  # the server stops the tool: its handler sees the cancellation
-        if any(e["method"] == "slow/cancelled" for e in entries):
-            break
+    await until_cancelled(sdk_servers.open_url, 1)
+
+
+async def test_a_timeout_of_a_stateless_request_closes_its_stream_which_cancels_it(
+    sdk_servers: SDKServers,
+) -> None:
+    """2026-07-28 has no notifications/cancelled over HTTP: closing the stream is it."""
+    before = len(await cancelled_tools(sdk_servers.open_url))
+    async with MCPClient(sdk_servers.open_url) as client:
+        assert client.stateless
+        with pytest.raises(MCPTimeoutError, match=r"did not answer tool 'slow' within 0\.3 s"):
+            await client.call_tool("slow", {"steps": 100, "delay_s": 0.1}, timeout_s=0.3)
+        assert (await client.call_tool("echo", {"text": "still here"})).content[0] == TextContent(
+            text="still here"
+        )
+    entries = await journal(sdk_servers.open_url)
+    assert "notifications/cancelled" not in {
+        e["method"] for e in entries if e.get("protocol_header") == "2026-07-28"
+    }
+    await until_cancelled(sdk_servers.open_url, before + 1)
+
+
+async def cancelled_tools(url: str) -> list[dict[str, Any]]:
+    return [e for e in await journal(url) if e["method"] == "slow/cancelled"]
+
+
+async def until_cancelled(url: str, count: int) -> None:
+    """Wait until the server's ``slow`` handler has seen ``count`` cancellations."""
+    for _ in range(100):
+        if len(await cancelled_tools(url)) >= count:
+            return
         await asyncio.sleep(0.05)
-        entries = await journal(sdk_servers.open_url)
-    assert any(e["method"] == "slow/cancelled" for e in entries)
+    assert len(await cancelled_tools(url)) >= count
 
 
 async def test_tools_list_changed_makes_the_client_list_again(sdk_servers: SDKServers) -> None:
@@ -152,7 +215,7 @@ async def test_tools_list_changed_makes_the_client_list_again(sdk_servers: SDKSe
 
 
 async def test_close_deletes_the_session(sdk_servers: SDKServers) -> None:
-    client = MCPClient(sdk_servers.open_url)
+    client = MCPClient(sdk_servers.open_url, protocol="2025-11-25")
     await client.connect()
     session = client.session_id
     assert session
@@ -173,7 +236,7 @@ async def test_close_deletes_the_session(sdk_servers: SDKServers) -> None:
 async def test_a_session_the_server_ended_is_replaced_and_the_request_replayed(
     sdk_servers: SDKServers,
 ) -> None:
-    async with MCPClient(sdk_servers.open_url) as client:
+    async with MCPClient(sdk_servers.open_url, protocol="2025-11-25") as client:
         first = client.session_id
         assert first
         async with httpx.AsyncClient() as raw:  # the server forgets the session

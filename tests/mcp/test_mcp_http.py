@@ -54,7 +54,10 @@ async def test_the_client_accepts_an_older_revision_and_then_sends_it(
     async with MCPClient(server.url) as client:
         assert client.protocol_version == version
         await client.ping()
-    initialize, initialized, ping = server.requests[:3]
+    # The modern probe first; the server's 400 without a modern error means a legacy one.
+    discover, initialize, initialized, ping = server.requests[:4]
+    assert discover.rpc_method == "server/discover"
+    assert discover.headers["mcp-protocol-version"] == "2026-07-28"
     assert initialize.json()["params"]["protocolVersion"] == "2025-11-25"
     assert "mcp-protocol-version" not in initialize.headers
     assert initialized.rpc_method == "notifications/initialized"
@@ -69,8 +72,8 @@ async def test_an_unsupported_revision_is_a_clear_error_and_ends_the_session(
     with pytest.raises(MCPProtocolError, match="speaks MCP 2099-01-01, which this client"):
         async with MCPClient(server.url):
             pass
-    assert [r.method for r in server.requests] == ["POST", "DELETE"]
-    assert server.requests[1].headers["mcp-session-id"] == "session-1"
+    assert [r.method for r in server.requests] == ["POST", "POST", "DELETE"]
+    assert server.requests[2].headers["mcp-session-id"] == "session-1"
 
 
 async def test_every_post_accepts_json_and_event_streams_and_carries_the_session(
@@ -80,13 +83,19 @@ async def test_every_post_accepts_json_and_event_streams_and_carries_the_session
     async with MCPClient(server.url, token="s3cret") as client:
         await client.call_tool("anything")
     posts = [r for r in server.requests if r.method == "POST"]
-    assert len(posts) == 3
+    assert [p.rpc_method for p in posts] == [
+        "server/discover",  # the modern probe, refused by this 2025 server
+        "initialize",
+        "notifications/initialized",
+        "tools/call",
+    ]
     for post in posts:
         assert post.headers["accept"] == "application/json, text/event-stream"
         assert post.headers["content-type"] == "application/json"
         assert post.headers["authorization"] == "Bearer s3cret"
     assert "mcp-session-id" not in posts[0].headers
-    assert {p.headers["mcp-session-id"] for p in posts[1:]} == {"session-1"}
+    assert "mcp-session-id" not in posts[1].headers
+    assert {p.headers["mcp-session-id"] for p in posts[2:]} == {"session-1"}
     delete = server.requests[-1]
     assert delete.method == "DELETE"
     assert delete.headers["mcp-session-id"] == "session-1"
