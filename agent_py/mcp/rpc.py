@@ -27,7 +27,6 @@ from mcp_types import (
     UNSUPPORTED_PROTOCOL_VERSION,
     ProgressNotificationParams,
     ProgressToken,
-    UnsupportedProtocolVersionErrorData,
 )
 from mcp_types.jsonrpc import (
     METHOD_NOT_FOUND,
@@ -232,8 +231,9 @@ class RequestChannel:
 
 
 def supported_versions(data: Any) -> list[str]:
-    """The versions an ``UnsupportedProtocolVersionError`` names (none if malformed)."""
-    try:
-        return UnsupportedProtocolVersionErrorData.model_validate(data).supported
-    except ValidationError:
+    """The versions an ``UnsupportedProtocolVersionError`` names in ``data.supported``
+    (none if it names none; ``requested`` is not needed to act on it)."""
+    supported = data.get("supported") if isinstance(data, dict) else None
+    if not isinstance(supported, list):
         return []
+    return [version for version in supported if isinstance(version, str)]
