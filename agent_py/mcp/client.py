@@ -30,12 +30,12 @@ from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any
 
-from mcp_types import CallToolResult, Implementation, Tool
+from mcp_types import HEADER_MISMATCH, CallToolResult, Implementation, Tool
 from mcp_types.jsonrpc import JSONRPCMessage, JSONRPCNotification, JSONRPCRequest
 
 from agent_py.mcp.auth import Authorizer
 from agent_py.mcp.elicitation import ElicitationHandler
-from agent_py.mcp.errors import MCPAuthError, MCPError, MCPSessionExpiredError
+from agent_py.mcp.errors import MCPAuthError, MCPError, MCPRemoteError, MCPSessionExpiredError
 from agent_py.mcp.handshake import AUTO, CLIENT_INFO, SessionInfo, open_session
 from agent_py.mcp.http_status import TOKEN_HINT
 from agent_py.mcp.input_required import complete
@@ -229,22 +229,38 @@ class MCPClient:
         """Call a tool. A tool's own failure is a result with ``is_error`` set; failures to
         get a result raise :class:`~agent_py.mcp.errors.MCPError`."""
         arguments = dict(arguments or {})
-        headers: dict[str, str] = {}
+        timeout = timeout_s if timeout_s is not None else self._tool_timeout_s
         await self.connect()
-        if self.stateless:
-            # The tool's schema says which arguments travel in headers as well.
-            if not any(tool.name == name for tool in self._tools):
-                await self._refresh_tools_quietly()
+        if not self.stateless:
+            raw = await self._request(
+                "tools/call",
+                {"name": name, "arguments": arguments},
+                timeout_s=timeout,
+                on_progress=on_progress,
+                what=f"tool {name!r}",
+            )
+            return parse_call_tool_result(raw, name)
+        # 2026-07-28: the tool's schema says which arguments travel in headers as well. A
+        # server that finds them missing or wrong (HeaderMismatch) may have changed the
+        # schema: list the tools again and call once more.
+        if not any(tool.name == name for tool in self._tools):
+            await self._refresh_tools_quietly()
+        for attempt in range(2):
             tool = next((tool for tool in self._tools if tool.name == name), None)
-            headers = param_headers(tool, arguments)
-        raw = await self._request(
-            "tools/call",
-            {"name": name, "arguments": arguments},
-            timeout_s=timeout_s if timeout_s is not None else self._tool_timeout_s,
-            on_progress=on_progress,
-            what=f"tool {name!r}",
-            headers=headers,
-        )
+            try:
+                raw = await self._request(
+                    "tools/call",
+                    {"name": name, "arguments": arguments},
+                    timeout_s=timeout,
+                    on_progress=on_progress,
+                    what=f"tool {name!r}",
+                    headers=param_headers(tool, arguments),
+                )
+                break
+            except MCPRemoteError as error:
+                if error.code != HEADER_MISMATCH or attempt == 1:
+                    raise
+                await self._refresh_tools_quietly()
         return parse_call_tool_result(raw, name)
 
     async def ping(self) -> None:

@@ -336,3 +336,29 @@ def test_an_absent_or_null_argument_sends_no_header() -> None:
         "Mcp-Param-A": "x",
         "Mcp-Param-N": "-7",
     }
+
+
+async def test_a_header_mismatch_makes_the_client_list_again_and_call_once_more(
+    scripted: ScriptedServers,
+) -> None:
+    """The server changed the tool's schema: its first answer says a header is missing."""
+    plain = tool("deploy", {"region": {"type": "string"}})
+    annotated = tool("deploy", {"region": {"type": "string", "x-mcp-header": "Region"}})
+    schemas = [plain]
+
+    def on_request(request: Request) -> Reply:
+        if request.rpc_method == "tools/list":
+            return json_reply(result(request, {"resultType": "complete", "tools": schemas}))
+        if "mcp-param-region" not in request.headers:
+            schemas[:] = [annotated]
+            return rpc_error(request, -32020, "Header mismatch: Mcp-Param-Region is missing")
+        return json_reply(result(request, DONE))
+
+    server = await scripted(modern_server(on_request))
+    async with MCPClient(server.url) as client:
+        await client.refresh_tools()
+        await client.call_tool("deploy", {"region": "eu"})
+    first, second = server.rpc("tools/call")
+    assert "mcp-param-region" not in first.headers
+    assert second.headers["mcp-param-region"] == "eu"
+    assert len(server.rpc("tools/list")) == 2
