@@ -2,7 +2,8 @@
 
 - authorization code with PKCE (S256), ``state`` and ``resource`` (RFC 8707), the user's
   step done by an :class:`AuthorizationFrontEnd` (a loopback redirect in the terminal, a
-  popup in the page);
+  popup in the page); the answer is used only if it comes from the authorization server we
+  sent the user to (RFC 9207 ``iss``, compared as a plain string);
 - client credentials, for machine clients;
 - identity assertion, for enterprise-managed clients (SEP-990, cross-app access): the
   user's ID token is exchanged at their identity provider for an ID-JAG (RFC 8693), which
@@ -18,15 +19,20 @@ import base64
 import hashlib
 import secrets
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from agent_py.mcp.errors import MCPAuthorizationError
 from agent_py.mcp.oauth_http import AuthorizationHTTP, json_object, said
 from agent_py.mcp.oauth_metadata import Discovery
-from agent_py.mcp.oauth_registration import ensure_client
+from agent_py.mcp.oauth_registration import (
+    ensure_client,
+    metadata_document_client,
+    preregistered,
+)
 from agent_py.mcp.oauth_settings import OAuthSettings
-from agent_py.mcp.oauth_store import StoredAuth
+from agent_py.mcp.oauth_store import ClientRegistration, StoredAuth
 
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -45,7 +51,7 @@ class AuthorizationFrontEnd(ABC):
     @abstractmethod
     async def authorize(self, url: str) -> str:
         """Show ``url`` to the user; return the full URL the authorization server redirected
-        to (its query holds ``code`` and ``state``, or ``error``)."""
+        to, its query unchanged (``code``, ``state``, ``iss``, or ``error``)."""
 
 
 def pkce_pair() -> tuple[str, str]:
@@ -59,29 +65,27 @@ async def client_credentials(
     http: AuthorizationHTTP,
     settings: OAuthSettings,
     found: Discovery,
-    stored: StoredAuth,
     scope: str | None,
 ) -> dict[str, Any]:
-    if not settings.client_id:
+    client = preregistered(settings, found)
+    if client is None:
         raise MCPAuthorizationError(
             "Client credentials need a pre-registered client id and secret."
         )
-    stored.client_id = settings.client_id
-    stored.client_secret = settings.client_secret
     form = {"grant_type": "client_credentials", "resource": found.resource}
     if scope:
         form["scope"] = scope
-    return await token_request(http, found, stored, form)
+    return await token_request(http, found, client, form)
 
 
 async def identity_assertion(
     http: AuthorizationHTTP,
     settings: OAuthSettings,
     found: Discovery,
-    stored: StoredAuth,
     scope: str | None,
 ) -> dict[str, Any]:
-    if not (settings.idp_token_endpoint and settings.idp_id_token and settings.client_id):
+    client = preregistered(settings, found)
+    if not (settings.idp_token_endpoint and settings.idp_id_token and client):
         raise MCPAuthorizationError(
             "Cross-app access needs the identity provider's token endpoint, an ID token "
             "and this client's id at the authorization server."
@@ -91,7 +95,7 @@ async def identity_assertion(
         "requested_token_type": ID_JAG,
         "subject_token": settings.idp_id_token,
         "subject_token_type": ID_TOKEN,
-        "audience": str(found.metadata.get("issuer") or found.issuer),
+        "audience": found.issuer,
         "resource": found.resource,
     }
     if settings.idp_client_id:
@@ -109,11 +113,10 @@ async def identity_assertion(
         raise MCPAuthorizationError(
             f"The identity provider refused the token exchange (HTTP {status}){said(reply)}."
         )
-    stored.client_id, stored.client_secret = settings.client_id, settings.client_secret
     form = {"grant_type": JWT_BEARER, "assertion": reply["access_token"]}
     if scope:
         form["scope"] = scope
-    return await token_request(http, found, stored, form)
+    return await token_request(http, found, client, form)
 
 
 async def authorization_code(
@@ -139,13 +142,13 @@ async def authorization_code(
     if not isinstance(endpoint, str):
         raise MCPAuthorizationError(f"{found.issuer} names no authorization endpoint.")
     redirect_uri = await front_end.redirect_uri()
-    await ensure_client(http, settings, found, stored, redirect_uri, scope)
-    assert stored.client_id is not None
+    client = await ensure_client(http, settings, found, stored, redirect_uri, scope)
     verifier, challenge = pkce_pair()
     state = secrets.token_urlsafe(24)
+    expected_issuer = found.issuer  # kept with them: whom the answer must come from (RFC 9207)
     query = {
         "response_type": "code",
-        "client_id": stored.client_id,
+        "client_id": client.client_id,
         "redirect_uri": redirect_uri,
         "code_challenge": challenge,
         "code_challenge_method": "S256",
@@ -156,23 +159,16 @@ async def authorization_code(
         query["scope"] = scope
     separator = "&" if "?" in endpoint else "?"
     returned = await front_end.authorize(f"{endpoint}{separator}{urlencode(query)}")
-    answer = {k: v[0] for k, v in parse_qs(urlsplit(returned).query).items()}
-    if "error" in answer:
-        detail = answer.get("error_description") or answer["error"]
-        raise MCPAuthorizationError(f"The authorization was not granted: {detail}.")
+    answer = authorization_answer(returned)
+    # Before anything else in the answer is believed, even its error (a mix-up attack).
+    check_issuer(answer, expected_issuer, found.metadata)
     if answer.get("state") != state:
         raise MCPAuthorizationError(
             "The authorization answer does not carry the state we sent; it was ignored."
         )
-    issuer_named = found.metadata.get("issuer")
-    if "iss" in answer and answer["iss"] != issuer_named:
-        raise MCPAuthorizationError(
-            f"The authorization answer comes from {answer['iss']}, not {issuer_named}."
-        )
-    if found.metadata.get("authorization_response_iss_parameter_supported") and (
-        "iss" not in answer
-    ):
-        raise MCPAuthorizationError("The authorization answer lacks its issuer (iss).")
+    if "error" in answer:
+        detail = answer.get("error_description") or answer["error"]
+        raise MCPAuthorizationError(f"The authorization was not granted: {detail}.")
     if not answer.get("code"):
         raise MCPAuthorizationError("The authorization answer carries no code.")
     form = {
@@ -182,22 +178,64 @@ async def authorization_code(
         "code_verifier": verifier,
         "resource": found.resource,
     }
-    return await token_request(http, found, stored, form)
+    return await token_request(http, found, client, form)
+
+
+def authorization_answer(url: str) -> dict[str, str]:
+    """The parameters of the redirect back from the authorization server, each given once
+    (OAuth 2.1 §3.1); a parameter with an empty value is there, and counts."""
+    answer: dict[str, str] = {}
+    for name, values in parse_qs(urlsplit(url).query, keep_blank_values=True).items():
+        if len(values) > 1:
+            raise MCPAuthorizationError(
+                f"The authorization answer gives {name} more than once; it was ignored."
+            )
+        answer[name] = values[0]
+    return answer
+
+
+def check_issuer(answer: Mapping[str, str], expected: str, metadata: Mapping[str, Any]) -> None:
+    """RFC 9207 §2.4 as MCP 2026-07-28 applies it: a present ``iss`` must be the recorded
+    issuer, character for character (no URL normalization), advertised or not; an absent one
+    is refused only where the server's metadata promises it."""
+    issuer = answer.get("iss")
+    if issuer is None:
+        if metadata.get("authorization_response_iss_parameter_supported") is True:
+            raise MCPAuthorizationError(
+                f"The authorization answer does not name its issuer (iss), which {expected} "
+                "says it always does; it was not used."
+            )
+        return
+    if issuer != expected:
+        raise MCPAuthorizationError(
+            f"The authorization answer names the issuer {issuer!r}, not {expected}, where the "
+            "authorization was asked for; it was not used (it may come from another "
+            "authorization server)."
+        )
 
 
 async def refresh_token(
-    http: AuthorizationHTTP, found: Discovery, stored: StoredAuth
+    http: AuthorizationHTTP, settings: OAuthSettings, found: Discovery, stored: StoredAuth
 ) -> dict[str, Any]:
+    """The refresh grant, by the client that ``found``'s server knows us as; the caller has
+    made sure the tokens come from that server."""
+    client = (
+        preregistered(settings, found)
+        or metadata_document_client(settings, found)
+        or stored.clients.get(found.issuer)
+    )
+    if client is None:
+        raise MCPAuthorizationError(f"No client is registered with {found.issuer} to refresh with.")
     form = {
         "grant_type": "refresh_token",
         "refresh_token": stored.refresh_token or "",
         "resource": found.resource,
     }
-    return await token_request(http, found, stored, form)
+    return await token_request(http, found, client, form)
 
 
 async def token_request(
-    http: AuthorizationHTTP, found: Discovery, stored: StoredAuth, form: dict[str, str]
+    http: AuthorizationHTTP, found: Discovery, client: ClientRegistration, form: dict[str, str]
 ) -> dict[str, Any]:
     endpoint = found.metadata.get("token_endpoint")
     if not isinstance(endpoint, str):
@@ -206,15 +244,14 @@ async def token_request(
         "Content-Type": "application/x-www-form-urlencoded",
         "Accept": "application/json",
     }
-    client_id = stored.client_id or ""
-    method = stored.token_auth_method or _auth_method(found, stored)
-    if stored.client_secret and method == "client_secret_basic":
-        pair = f"{quote(client_id, safe='')}:{quote(stored.client_secret, safe='')}"
+    method = client.token_auth_method or _auth_method(found, client)
+    if client.client_secret and method == "client_secret_basic":
+        pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
         headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
     else:
-        form = {**form, "client_id": client_id}
-        if stored.client_secret:
-            form["client_secret"] = stored.client_secret
+        form = {**form, "client_id": client.client_id}
+        if client.client_secret:
+            form["client_secret"] = client.client_secret
     status, body = await http.send("POST", endpoint, headers, urlencode(form).encode())
     reply = json_object(body)
     if status != 200 or not isinstance(reply.get("access_token"), str):
@@ -230,8 +267,8 @@ async def token_request(
     return reply
 
 
-def _auth_method(found: Discovery, stored: StoredAuth) -> str:
-    if not stored.client_secret:
+def _auth_method(found: Discovery, client: ClientRegistration) -> str:
+    if not client.client_secret:
         return "none"
     offered = found.metadata.get("token_endpoint_auth_methods_supported")
     if isinstance(offered, list) and "client_secret_basic" not in offered:

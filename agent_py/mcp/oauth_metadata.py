@@ -2,9 +2,10 @@
 
 From the ``WWW-Authenticate`` challenge of a 401 (:func:`parse_www_authenticate`),
 :func:`discover` reads the protected-resource metadata (RFC 9728), which names the
-authorization server, then that server's metadata (RFC 8414, then OpenID discovery). A
-server without resource metadata (2025-03-26 style) is its own authorization server; one
-with no metadata of either kind gets the 2025-03-26 default endpoints, marked ``guessed``.
+authorization server, then that server's metadata (RFC 8414, then OpenID discovery), used
+only when the ``issuer`` it names is the one it was looked up for. A server without
+resource metadata (2025-03-26 style) is its own authorization server; one with no metadata
+of either kind gets the 2025-03-26 default endpoints, marked ``guessed``.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class NoOAuthError(Exception):
 class Discovery:
     resource: str
     issuer: str
+    """The authorization server's ``issuer``, as its validated metadata names it."""
     metadata: dict[str, Any]
     scopes_supported: list[str]
     guessed: bool = False
@@ -127,6 +129,7 @@ async def discover(
     for url in authorization_server_urls(issuer):
         metadata = await _get_json(http, url)
         if metadata is not None:
+            issuer = _validated_issuer(metadata, issuer, url, derived=resource_metadata is None)
             break
     guessed = False
     if metadata is None:
@@ -144,6 +147,22 @@ async def discover(
             "code_challenge_methods_supported": ["S256"],
         }
     return Discovery(resource, issuer, metadata, scopes, guessed)
+
+
+def _validated_issuer(metadata: Mapping[str, Any], issuer: str, url: str, *, derived: bool) -> str:
+    """The issuer the metadata names, which must be the one its URL was built from (RFC 8414
+    §3.3, OpenID Discovery §4.3): else a server could pass off another's endpoints.
+
+    ``derived``: a 2025-03-26 server is its own authorization server, its issuer our guess
+    from its origin, so a trailing slash on the origin is let pass."""
+    named = metadata.get("issuer")
+    if named == issuer or (derived and named == issuer + "/"):
+        return str(named)
+    names = f"names the issuer {named!r}" if isinstance(named, str) else "names no issuer"
+    raise MCPAuthorizationError(
+        f"The authorization server metadata at {url} {names}, but was looked up for "
+        f"{issuer}; it was not used (RFC 8414 §3.3)."
+    )
 
 
 async def _get_json(http: AuthorizationHTTP, url: str) -> dict[str, Any] | None:

@@ -17,6 +17,9 @@ class OAuthSettings:
     client_id: str | None = None
     """A pre-registered client; when None, metadata documents or dynamic registration."""
     client_secret: str | None = field(default=None, repr=False)
+    client_issuer: str | None = None
+    """The ``issuer`` of the authorization server that issued ``client_id``; when given, the
+    client is not offered to any other."""
     client_metadata_url: str | None = None
     """An https URL whose JSON document describes this client (it becomes the client id
     where the authorization server supports Client ID Metadata Documents)."""

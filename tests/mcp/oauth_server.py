@@ -11,16 +11,29 @@ protected-resource metadata). Tokens are bound to the resource they were asked f
   the answer is 403 ``insufficient_scope`` naming both scopes (a step-up).
 - ``--cors``: ``/mcp`` answers browsers of any origin and lets them read
   ``Mcp-Session-Id`` and ``WWW-Authenticate`` (the auth routes send their own CORS headers).
-- ``/test/log`` (no token needed) lists registrations, authorizations and grants;
-  ``POST /test/expire`` makes every access token expire, so the next call needs a refresh.
+- ``/test/log`` (no token needed) lists registrations, authorizations and grants, each with
+  the issuer it happened at; ``POST /test/expire`` makes every access token expire, so the
+  next call needs a refresh.
+- A second authorization server, issuer ``{base}/second``, with its own clients (metadata at
+  ``/.well-known/oauth-authorization-server/second``, endpoints under ``/second/``).
+- ``POST /test/controls`` (a JSON object; ``{}`` for the defaults, :data:`DEFAULT_CONTROLS`)
+  sets how the authorization servers behave: the RFC 9207 ``iss`` they put in redirects
+  (``correct``, ``omit``, ``wrong``, ``normalized``: with a trailing slash) and whether their
+  metadata promises it; an ``issuer`` their metadata names instead of their own; whether they
+  list ``offline_access``; whether they read Client ID Metadata Documents, and the documents
+  (``{url: document}``) they would find at those URLs; and which of the two servers the
+  protected-resource metadata names (``first`` or ``second``). The resource takes only the
+  tokens of the server it names.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import sys
 import time
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlencode
 
@@ -32,40 +45,87 @@ from mcp.server.auth.provider import (
     RefreshToken,
     construct_redirect_uri,
 )
-from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
+from mcp.server.auth.routes import build_metadata, cors_middleware
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from pydantic import AnyHttpUrl
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-READ, ADMIN = "mcp:read", "mcp:admin"
+READ, ADMIN, OFFLINE = "mcp:read", "mcp:admin", "offline_access"
 ACCESS_TTL_S = 3600
+SECOND = "/second"
+WRONG_ISSUER = "https://evil.example.com"
+DEFAULT_CONTROLS: dict[str, Any] = {
+    "iss": "omit",
+    "advertise_iss": False,
+    "metadata_issuer": None,
+    "offline_access": False,
+    "metadata_documents": False,
+    "client_documents": {},
+    "authorization_server": "first",
+}
 
 log: list[dict[str, Any]] = []
+controls: dict[str, Any] = dict(DEFAULT_CONTROLS)
+# Which authorization server a request is for, and what a registration request asked for.
+serving_issuer: ContextVar[str] = ContextVar("serving_issuer")
+registration_request: ContextVar[dict[str, Any]] = ContextVar("registration_request")
 
 
 class MemoryProvider:
-    """An authorization server that approves every request."""
+    """Two authorization servers that approve every request, each with its own clients."""
 
     def __init__(self, base: str) -> None:
         self.base = base
-        self.clients: dict[str, OAuthClientInformationFull] = {}
-        self.pending: dict[str, tuple[str, AuthorizationParams]] = {}
+        self.clients: dict[str, dict[str, OAuthClientInformationFull]] = {}
+        self.pending: dict[str, tuple[str, str, AuthorizationParams]] = {}
         self.codes: dict[str, AuthorizationCode] = {}
         self.access: dict[str, AccessToken] = {}
         self.refresh: dict[str, RefreshToken] = {}
+        self.token_issuer: dict[str, str] = {}
+
+    @property
+    def issuer(self) -> str:
+        """The issuer of the authorization server this request is for."""
+        return serving_issuer.get(self.base)
+
+    def named_issuer(self) -> str:
+        """The issuer the protected-resource metadata names."""
+        return self.base + SECOND if controls["authorization_server"] == "second" else self.base
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
-        return self.clients.get(client_id)
+        found = self.clients.get(self.issuer, {}).get(client_id)
+        if found is None and controls["metadata_documents"]:
+            found = self._from_document(client_id)
+        if found is None:
+            log.append({"event": "unknown client", "issuer": self.issuer, "client_id": client_id})
+        return found
+
+    def _from_document(self, url: str) -> OAuthClientInformationFull | None:
+        """A client described by the metadata document at ``url`` (the test's stand-in for
+        fetching it)."""
+        document = controls["client_documents"].get(url)
+        if not isinstance(document, dict) or document.get("client_id") != url:
+            return None
+        log.append({"event": "client document", "issuer": self.issuer, "client_id": url})
+        return OAuthClientInformationFull(
+            **{"token_endpoint_auth_method": "none", "scope": f"{READ} {ADMIN} {OFFLINE}"}
+            | document
+        )
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
-        self.clients[client_info.client_id] = client_info
+        self.clients.setdefault(self.issuer, {})[client_info.client_id] = client_info
         log.append(
             {
                 "event": "register",
+                "issuer": self.issuer,
+                "client_id": client_info.client_id,
                 "redirect_uris": [str(u) for u in client_info.redirect_uris or []],
+                "application_type": registration_request.get({}).get("application_type"),
             }
         )
 
@@ -74,10 +134,12 @@ class MemoryProvider:
     ) -> str:
         ticket = secrets.token_urlsafe(16)
         assert client.client_id is not None
-        self.pending[ticket] = (client.client_id, params)
+        self.pending[ticket] = (self.issuer, client.client_id, params)
         log.append(
             {
                 "event": "authorize",
+                "issuer": self.issuer,
+                "client_id": client.client_id,
                 "scopes": params.scopes,
                 "resource": params.resource,
                 "has_state": params.state is not None,
@@ -86,7 +148,7 @@ class MemoryProvider:
         return f"{self.base}/approve?{urlencode({'ticket': ticket})}"
 
     def approve(self, ticket: str) -> str:
-        client_id, params = self.pending.pop(ticket)
+        issuer, client_id, params = self.pending.pop(ticket)
         code = secrets.token_urlsafe(24)
         self.codes[code] = AuthorizationCode(
             code=code,
@@ -98,7 +160,10 @@ class MemoryProvider:
             redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
             resource=params.resource,
         )
-        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+        iss = {"correct": issuer, "wrong": WRONG_ISSUER, "normalized": issuer + "/"}
+        return construct_redirect_uri(
+            str(params.redirect_uri), code=code, state=params.state, iss=iss.get(controls["iss"])
+        )
 
     async def load_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: str
@@ -110,7 +175,13 @@ class MemoryProvider:
     ) -> OAuthToken:
         self.codes.pop(authorization_code.code, None)
         log.append(
-            {"event": "grant", "grant": "authorization_code", "scopes": authorization_code.scopes}
+            {
+                "event": "grant",
+                "grant": "authorization_code",
+                "issuer": self.issuer,
+                "client_id": client.client_id,
+                "scopes": authorization_code.scopes,
+            }
         )
         return self._issue(
             authorization_code.client_id, authorization_code.scopes, authorization_code.resource
@@ -119,13 +190,25 @@ class MemoryProvider:
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> RefreshToken | None:
-        return self.refresh.get(refresh_token)
+        found = self.refresh.get(refresh_token)
+        if found is not None and self.token_issuer.get(refresh_token) != self.issuer:
+            log.append({"event": "foreign refresh token", "issuer": self.issuer})
+            return None
+        return found if found is not None and found.client_id == client.client_id else None
 
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
     ) -> OAuthToken:
         self.refresh.pop(refresh_token.token, None)
-        log.append({"event": "grant", "grant": "refresh_token", "scopes": refresh_token.scopes})
+        log.append(
+            {
+                "event": "grant",
+                "grant": "refresh_token",
+                "issuer": self.issuer,
+                "client_id": client.client_id,
+                "scopes": refresh_token.scopes,
+            }
+        )
         return self._issue(
             refresh_token.client_id, scopes or refresh_token.scopes, refresh_token.resource
         )
@@ -134,6 +217,8 @@ class MemoryProvider:
         found = self.access.get(token)
         if found is None or (found.expires_at is not None and found.expires_at < time.time()):
             return None
+        if self.token_issuer.get(token) != self.named_issuer():
+            return None  # the resource trusts only the authorization server it names
         return found
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
@@ -146,6 +231,7 @@ class MemoryProvider:
 
     def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
         access, refresh = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+        self.token_issuer[access] = self.token_issuer[refresh] = self.issuer
         expires = int(time.time()) + ACCESS_TTL_S
         self.access[access] = AccessToken(
             token=access, client_id=client_id, scopes=scopes, expires_at=expires, resource=resource
@@ -161,6 +247,100 @@ class MemoryProvider:
         )
 
 
+async def read_body(receive: Receive) -> bytes:
+    chunks, more = [], True
+    while more:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for an app after the body was read: the body once, then the rest."""
+    replayed = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+class AuthorizationServers:
+    """The metadata of both authorization servers and of the resource, as the controls say;
+    the second server's endpoints (the SDK's, under its issuer's path); and what each
+    registration request asked for, for the log."""
+
+    AS_METADATA = "/.well-known/oauth-authorization-server"
+    RESOURCE_METADATA = "/.well-known/oauth-protected-resource/mcp"
+
+    def __init__(
+        self, app: ASGIApp, provider: MemoryProvider, options: ClientRegistrationOptions
+    ) -> None:
+        self.app = app
+        self.provider = provider
+        self.options = options
+        self.metadata = cors_middleware(self._metadata, ["GET", "OPTIONS"])
+        self.resource = cors_middleware(self._resource, ["GET", "OPTIONS"])
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if path in (self.AS_METADATA, self.AS_METADATA + SECOND):
+            await self.metadata(scope, receive, send)
+            return
+        if path == self.RESOURCE_METADATA:
+            await self.resource(scope, receive, send)
+            return
+        issuer = self.provider.base
+        if path.startswith(SECOND + "/"):
+            issuer += SECOND
+            path = path.removeprefix(SECOND)
+            scope = {**scope, "path": path, "raw_path": path.encode()}
+        serving = serving_issuer.set(issuer)
+        try:
+            if scope["method"] == "POST" and path == "/register":
+                body = await read_body(receive)
+                with contextlib.suppress(ValueError):
+                    registration_request.set(json.loads(body))
+                receive = replaying(body, receive)
+            await self.app(scope, receive, send)
+        finally:
+            serving_issuer.reset(serving)
+
+    def _metadata(self, request: Request) -> Response:
+        issuer = self.provider.base
+        if request.url.path.endswith(SECOND):
+            issuer += SECOND
+        metadata = build_metadata(AnyHttpUrl(issuer), None, self.options, RevocationOptions())
+        document = metadata.model_dump(mode="json", exclude_none=True)
+        document["issuer"] = controls["metadata_issuer"] or issuer
+        if not controls["offline_access"]:
+            document["scopes_supported"] = [s for s in document["scopes_supported"] if s != OFFLINE]
+        if controls["advertise_iss"]:
+            document["authorization_response_iss_parameter_supported"] = True
+        if controls["metadata_documents"]:
+            document["client_id_metadata_document_supported"] = True
+        return JSONResponse(document)
+
+    def _resource(self, request: Request) -> Response:
+        base = self.provider.base
+        return JSONResponse(
+            {
+                "resource": f"{base}/mcp",
+                "authorization_servers": [self.provider.named_issuer()],
+                "scopes_supported": [READ],
+                "bearer_methods_supported": ["header"],
+            }
+        )
+
+
 class AdminScopeGate:
     """403 ``insufficient_scope`` for a call of ``admin_report`` without ``mcp:admin``."""
 
@@ -173,12 +353,7 @@ class AdminScopeGate:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/mcp":
             await self.app(scope, receive, send)
             return
-        chunks, more = [], True
-        while more:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
+        body = await read_body(receive)
         if self._needs_admin(scope, body):
             challenge = (
                 f'Bearer error="insufficient_scope", scope="{READ} {ADMIN}", '
@@ -193,16 +368,7 @@ class AdminScopeGate:
             )
             await response(scope, receive, send)
             return
-        replayed = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
 
     def _needs_admin(self, scope: Scope, body: bytes) -> bool:
         try:
@@ -222,6 +388,9 @@ class AdminScopeGate:
 def build(port: int) -> ASGIApp:
     base = f"http://127.0.0.1:{port}"
     provider = MemoryProvider(base)
+    registration = ClientRegistrationOptions(
+        enabled=True, valid_scopes=[READ, ADMIN, OFFLINE], default_scopes=[READ]
+    )
     server = MCPServer(
         "oauth-test-server",
         auth_server_provider=provider,
@@ -230,9 +399,7 @@ def build(port: int) -> ASGIApp:
             resource_server_url=f"{base}/mcp",
             validate_token_resource=True,
             required_scopes=[READ],
-            client_registration_options=ClientRegistrationOptions(
-                enabled=True, valid_scopes=[READ, ADMIN], default_scopes=[READ]
-            ),
+            client_registration_options=registration,
         ),
     )
 
@@ -259,8 +426,15 @@ def build(port: int) -> ASGIApp:
         log.append({"event": "expired"})
         return JSONResponse({"ok": True})
 
+    @server.custom_route("/test/controls", methods=["POST"])
+    async def control(request: Request) -> Response:
+        controls.clear()
+        controls.update(DEFAULT_CONTROLS, **await request.json())
+        return JSONResponse(controls)
+
     app = server.streamable_http_app()
-    return AdminScopeGate(app, provider, f"{base}/.well-known/oauth-protected-resource/mcp")
+    gated = AdminScopeGate(app, provider, f"{base}{AuthorizationServers.RESOURCE_METADATA}")
+    return AuthorizationServers(gated, provider, registration)
 
 
 def with_cors(app: ASGIApp) -> ASGIApp:

@@ -88,7 +88,8 @@ def test_a_server_that_needs_oauth_is_signed_in_from_the_panel_used_and_forgotte
     kept = page.evaluate("JSON.parse(localStorage.getItem('agent_py.mcp_auth'))")
     record = kept[oauth_url]
     assert record["access_token"] and record["refresh_token"]
-    assert record["redirect_uri"] == page_url("oauth-callback.html")
+    (client,) = record["clients"].values()  # registrations are kept per issuer
+    assert client["redirect_uri"] == page_url("oauth-callback.html")
 
     step = run_tool(page, "secure__whoami", {})
     assert step.get_attribute("data-status") == "completed"
