@@ -3,7 +3,7 @@
 # development tools, the vendored web assets (web/vendor), the CPU engine's models (web/models)
 # and its llama.cpp WebAssembly build (web/vendor/llama; as root, Debian's emscripten is
 # installed for it), and, with --browser, Debian's Chromium. Idempotent and quick when already
-# done.
+# done. With --browser it also ships the planner prompt's state for the CPU engine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -46,4 +46,12 @@ if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
   fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+
+if [ "${1:-}" = "--browser" ]; then
+  # The CPU engine's state of the planner's default prompt, shipped with the page so that a
+  # first visit restores it instead of computing it (most of a first visit's wait on a CPU);
+  # made in headless Chromium, and skipped while the engine, the models and the code that
+  # writes the prompt are unchanged.
+  .venv/bin/python scripts/ship_prompt_states.py
 fi

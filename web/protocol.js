@@ -76,9 +76,10 @@ export const ToUI = Object.freeze({
   SETTINGS: "settings", // {settings}: in effect after a configure
   WARMED: "warmed", // {ms}: after "ready", what the first task imports is in
   PREPARED: "prepared", // {report: {prefilled, prompt_tokens, ms, skipped?, error?, state?,
-  // restored_tokens?, warning?, server_models?}}: the model is loaded and the planner's fixed
-  // prompt is in its KV cache (restored from the browser's storage when restored_tokens > 0), or
-  // why not ("prefill" progress before); server_models: what a model server lists
+  // restored_tokens?, state_source?, warning?, server_models?}}: the model is loaded and the
+  // planner's fixed prompt is in its KV cache (restored from the browser's storage when
+  // restored_tokens > 0; state_source "shipped": from the state set-up ships with the page),
+  // or why not ("prefill" progress before); server_models: what a model server lists
   EVENTS: "events", // {events}: agent events in order (JSONL history records), a batch per
   // turn of the worker's loop (one message each cost more than the orchestration of a step)
   TOKEN: "token", // {purpose, step, text}: streamed model output

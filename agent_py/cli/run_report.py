@@ -98,7 +98,9 @@ def print_prepared(prepared: dict[str, Any], out: TextIO) -> None:
     seconds = prepared["ms"] / 1000
     restored = prepared.get("restored_tokens") or 0
     how = (
-        f"restored from the saved state ({restored} tokens)"
+        f"restored from the state set-up shipped with the page ({restored} tokens)"
+        if restored and prepared.get("state_source") == "shipped"
+        else f"restored from the saved state ({restored} tokens)"
         if restored
         else "prefilled and saved for the next run"
         if prepared.get("state") == "saved"

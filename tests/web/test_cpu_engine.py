@@ -12,6 +12,7 @@ instruct model answers a one-word question. Waits end on events (tests/web/cpu_h
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Iterator
@@ -568,6 +569,55 @@ def test_the_prefilled_prompt_comes_back_after_another_call_took_the_cache(
 
     assert again["usage"]["cached_prompt_tokens"] >= total - 8
     assert again["text"] == in_place["text"]
+
+
+SHIPPED = ROOT / "web" / "vendor" / "llama" / "state"
+TAKE_OUT = """async (key) => {
+    const cache = await caches.open("agent-py-kv-state-v1");
+    const bytes = new Uint8Array(await (await cache.match(key)).arrayBuffer());
+    await cache.delete(key);
+    let text = "";
+    for (let i = 0; i < bytes.length; i += 0x8000) {
+        text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+    }
+    return btoa(text);
+}"""
+
+
+def test_a_state_shipped_with_the_page_is_restored_on_a_first_visit_and_kept(
+    cpu: CPUHarness,
+) -> None:
+    """What scripts/ship_prompt_states.py sets up: a state listed in the page's
+    vendor/llama/state/index.json is fetched when this browser has none, restored, and kept
+    in its storage for the next visit."""
+    cpu.ensure_loaded(INSTRUCT_MODEL)
+    prefix = _planner_prefix("ship the state.")
+    call = {"model": INSTRUCT_MODEL, "purpose": "plan", "max_tokens": 64}
+    computed = cpu.call("([m, c]) => cpu.prefill(m, c)", [prefix, call])["usage"]
+    key = cpu.call("m => cpu.stateKeyOf(m)", prefix)
+    name = key.rsplit("/", 1)[-1]
+    # As set-up leaves it: the state in the page's folder and its index, not in the browser.
+    state = base64.b64decode(cpu.page.evaluate(TAKE_OUT, key))
+    index = SHIPPED / "index.json"
+    kept_index = index.read_bytes() if index.exists() else None
+    shipped = json.loads(kept_index) if kept_index else {"states": []}
+    SHIPPED.mkdir(parents=True, exist_ok=True)
+    try:
+        (SHIPPED / name).write_bytes(state)
+        index.write_text(json.dumps({"states": [*shipped["states"], name]}))
+        _fresh_engine(cpu)
+        first = cpu.call("([m, c]) => cpu.prefill(m, c)", [prefix, call])["usage"]
+    finally:
+        (SHIPPED / name).unlink(missing_ok=True)
+        if kept_index is None:
+            index.unlink(missing_ok=True)
+        else:
+            index.write_bytes(kept_index)
+    assert (first["state"], first["state_source"]) == ("restored", "shipped")
+    assert first["restored_tokens"] == computed["prompt_tokens"]
+    _fresh_engine(cpu)  # the page's copy is gone: the browser kept its own
+    again = cpu.call("([m, c]) => cpu.prefill(m, c)", [prefix, call])["usage"]
+    assert again["state"] == "restored" and "state_source" not in again
 
 
 DAMAGE = """async ([key, damage]) => {

@@ -20,7 +20,7 @@ export function showProgress({ what, progress, text }, ready) {
 }
 
 // The quiet line under the model bar once the model is prepared before a task (or why not).
-export function showPrepared({ prefilled, prompt_tokens: tokens, ms, skipped, error, restored_tokens: restored, warning, server_models: served }) {
+export function showPrepared({ prefilled, prompt_tokens: tokens, ms, skipped, error, restored_tokens: restored, state_source: source, warning, server_models: served }) {
   $("model-progress-row").hidden = false;
   if (served) $("openai-models").replaceChildren(...served.map((id) => new Option(id, id)));
   $("progress-model").value = prefilled ? 1 : 0;
@@ -30,7 +30,7 @@ export function showPrepared({ prefilled, prompt_tokens: tokens, ms, skipped, er
     $("progress-model-text").textContent = `Model: ${skipped}.`;
   } else {
     const seconds = ((ms || 0) / 1000).toFixed(1);
-    const how = restored ? "restored from this browser's storage" : "prefilled";
+    const how = !restored ? "prefilled" : source === "shipped" ? "restored from the state shipped with this page" : "restored from this browser's storage";
     $("progress-model-text").textContent = prefilled
       ? `Model ready: the planner's prompt${tokens ? ` (${tokens} tokens)` : ""} is ${how} (${seconds} s)${warning ? `. ${warning}` : ""}`
       : `Model loaded (${seconds} s)`;

@@ -203,9 +203,10 @@ export class Agent {
         return;
       }
       // The CPU engine keeps the prefilled state in the browser's storage: whether it came from
-      // there, and why a saved one was not used.
+      // there (or from the page's server, shipped by set-up), and why a saved one was not used.
       const lastPrefill = this.lastPrefill;
       const state = lastPrefill ? { restored_tokens: lastPrefill.restored_tokens || 0, state: lastPrefill.state } : {};
+      if (lastPrefill?.state_source) state.state_source = lastPrefill.state_source;
       if (lastPrefill?.state_warning) state.warning = lastPrefill.state_warning;
       post(toUI.prepared({ ...done, ...state, ...this.#serverModels(), ms: Math.round(performance.now() - started) }));
     } catch (error) {

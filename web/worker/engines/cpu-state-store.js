@@ -2,10 +2,16 @@
 // Cache Storage (STATE_CACHE, the newest STATES_KEPT), so the next visit starts warm. A state
 // is only for the engine build that saved it (buildId, from web/vendor/llama/build.json); its
 // key is a URL under web/vendor/llama/state/ named by a hash of what it is the state of.
+//
+// That URL is also where set-up ships the states of the default planner prompts
+// (scripts/ship_prompt_states.py, which lists them in web/vendor/llama/state/index.json): a
+// listed state not in this browser's storage is fetched from there, so even a first visit
+// restores the planner's prompt instead of computing it, and is then kept like a saved one.
 
 const BUILD_URL = new URL("../../vendor/llama/build.json", import.meta.url).href;
 const STATE_CACHE = "agent-py-kv-state-v1";
 const STATES_KEPT = 4; // saved prompt states, newest first; each is tens of MB
+const SHIPPED_URL = new URL("../../vendor/llama/state/index.json", import.meta.url).href;
 
 let buildPromise = null;
 
@@ -28,14 +34,30 @@ export async function stateKeyFor(identity) {
   return new URL(`../../vendor/llama/state/${hex}`, import.meta.url).href;
 }
 
+/** The state under `key`: {bytes, shipped} (shipped: fetched from the page's server), or null. */
 export async function readState(key) {
   try {
     const cache = await caches.open(STATE_CACHE);
     const hit = await cache.match(key);
-    return hit ? await hit.arrayBuffer() : null;
+    if (hit) return { bytes: await hit.arrayBuffer(), shipped: false };
   } catch (error) {
     console.warn(`[cpu engine] the saved model state could not be read: ${error.message}`);
-    return null;
+  }
+  return shippedState(key);
+}
+
+/** The shipped state under `key`, if set-up shipped one (its index lists the key). */
+async function shippedState(key) {
+  // Asked again at each miss (a prefill or two per visit): set-up may have shipped more.
+  const { states = [] } = await fetch(SHIPPED_URL, { cache: "no-store" })
+    .then((response) => (response.ok ? response.json() : {}))
+    .catch(() => ({}));
+  if (!states.includes(key.slice(key.lastIndexOf("/") + 1))) return null;
+  try {
+    const response = await fetch(key, { cache: "no-store" });
+    return response.ok ? { bytes: await response.arrayBuffer(), shipped: true } : null;
+  } catch {
+    return null; // offline and never kept: computed instead
   }
 }
 

@@ -270,7 +270,9 @@ export class CpuEngine {
    * keyed by engine build, model and prompt, and restored instead of computed when found (a
    * state that does not restore is ignored, with a warning in the usage).
    * onProgress({done, total}) reports the prompt tokens as llama.cpp processes them.
-   * Resolves to the usage, with `state`: "restored" | "saved" | "unsaved".
+   * Resolves to the usage, with `state`: "restored" | "saved" | "unsaved", and
+   * `state_source: "shipped"` when the restored state came from the page's server (set-up
+   * ships the default planner prompts' states; such a state is then kept in storage too).
    */
   async prefill(messages, call, onProgress) {
     this.checkLoaded(call);
@@ -278,7 +280,8 @@ export class CpuEngine {
     const key = await this.stateKey(prompt);
     let restored = 0;
     let warning = null;
-    const saved = key ? await readState(key) : null;
+    const found = key ? await readState(key) : null;
+    const saved = found?.bytes ?? null;
     this.pinned = null;
     if (saved) {
       try {
@@ -291,14 +294,15 @@ export class CpuEngine {
     const prefillCall = { ...call, max_tokens: 0, schema: null, grammar: null, sampling: null };
     const reply = await this.generate(prompt, prefillCall, null, onProgress);
     const usage = { ...reply.usage, restored_tokens: restored, state: restored ? "restored" : "unsaved" };
+    if (restored && found.shipped) usage.state_source = "shipped";
     if (warning) usage.state_warning = warning;
     if (reply.finish_reason === "abort") return usage;
     const bytes = restored ? saved : await this.rpc.request("save");
     this.pinned = { prompt, bytes };
-    if (!restored && key) {
+    if ((!restored || found.shipped) && key) {
       try {
-        await writeState(key, bytes);
-        usage.state = "saved";
+        await writeState(key, bytes); // a shipped state is kept too: the next visit is offline-ready
+        if (!restored) usage.state = "saved";
       } catch (error) {
         console.warn(`[cpu engine] the model's state was not saved: ${error.message}`);
       }
@@ -313,7 +317,11 @@ export class CpuEngine {
   async stateKey(prompt) {
     const build = this.modelInfo && (await buildId(this.modelInfo.build));
     if (!build || !this.loadedUrl || typeof caches === "undefined") return null;
-    const identity = JSON.stringify([build, this.loadedUrl, this.modelBytes, this.options.contextWindow, prompt]);
+    // The model by its path on this origin (the port of a loopback page changes from run to
+    // run, and a state shipped with the page must match any of them), by URL elsewhere.
+    const model = new URL(this.loadedUrl, self.location.href);
+    const where = model.origin === self.location.origin ? model.pathname : model.href;
+    const identity = JSON.stringify([build, where, this.modelBytes, this.options.contextWindow, prompt]);
     return stateKeyFor(identity);
   }
 
