@@ -37,10 +37,12 @@ export const LIMITS = {
 export const METHODS = ["GET", "POST", "DELETE"];
 const ALLOWED_HEADERS = new Set(["accept", "content-type", "authorization", "last-event-id"]);
 
-/** True for the request headers the bridge passes on: MCP's own and a few standard ones. */
+/** True for the request headers the bridge passes on: MCP's own and a few standard ones. MCP's
+ * may use any character a header name may (RFC 9110's tchar): a tool's x-mcp-header names
+ * an Mcp-Param-* header (MCP 2026-07-28), and "Region_ID" is a valid name. */
 export function headerAllowed(name) {
   const lower = String(name).toLowerCase();
-  return ALLOWED_HEADERS.has(lower) || /^mcp-[a-z0-9-]+$/.test(lower);
+  return ALLOWED_HEADERS.has(lower) || /^mcp-[!#$%&'*+.^_`|~0-9a-z-]+$/.test(lower);
 }
 
 function ipv4(host) {
@@ -181,8 +183,19 @@ export function pairKey(page, server) {
   return `${page} ${server}`;
 }
 
-/** Request headers that never follow a redirect to another origin: they belong to one server. */
-export const ORIGIN_BOUND_HEADERS = new Set(["authorization", "mcp-session-id", "last-event-id"]);
+const ORIGIN_BOUND_HEADERS = new Set(["authorization", "mcp-session-id", "last-event-id", "mcp-method", "mcp-name"]);
+
+/**
+ * True for a request header that never follows a redirect to another origin. Some belong to
+ * one server (its token, its session, a position in its stream); the others mirror the
+ * request's body (MCP 2026-07-28: Mcp-Method, Mcp-Name, and Mcp-Param-* with a tool's
+ * arguments), and a body is never sent on to another server either. MCP-Protocol-Version
+ * names no server and no body: it follows.
+ */
+export function originBound(name) {
+  const lower = String(name).toLowerCase();
+  return ORIGIN_BOUND_HEADERS.has(lower) || lower.startsWith("mcp-param-");
+}
 
 /**
  * DNS rebinding: a server approved by a public name must have been reached at a public

@@ -8,10 +8,10 @@ import { trustedStorage } from "./content-scripts.js";
 import { consent } from "./grants.js";
 import {
   LIMITS,
-  ORIGIN_BOUND_HEADERS,
   addressRefusal,
   checkRequest,
   consentState,
+  originBound,
   originPattern,
   parseOrigin,
   readPolicy,
@@ -205,13 +205,14 @@ async function fetchHopByHop(firstUrl, checked, me, signal, abort, abortReason, 
       for (const name of Object.keys(headers)) if (name.toLowerCase() === "content-type") delete headers[name];
     }
     if (next.origin !== new URL(url).origin) {
-      // What belongs to one server stays with it: its token, its session, its body.
+      // What belongs to one server stays with it: its token, its session, its body and the
+      // headers that mirror the body.
       if (body !== null) {
         throw new Refusal(
           `${shortTarget(url)} redirected a ${method} with a body to ${next.origin}; the bridge does not send a request body to another server. Use the final URL.`,
         );
       }
-      for (const name of Object.keys(headers)) if (ORIGIN_BOUND_HEADERS.has(name.toLowerCase())) delete headers[name];
+      for (const name of Object.keys(headers)) if (originBound(name)) delete headers[name];
     }
     me.server = nextTarget.origin;
     url = next.href;

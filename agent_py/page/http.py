@@ -21,6 +21,12 @@ a call. The JSON is typed here (:class:`BridgeRequest`, :class:`StartReply`,
 
 Python chooses the ids, so a request can be aborted even while ``start`` is pending.
 This module imports nothing from Pyodide, so it is tested in CPython with a stand-in.
+
+Many servers written for the 2025 revisions let browsers send only those revisions' request
+headers, so the browser blocks the 2026-07-28 probe (``server/discover``, with
+``Mcp-Method``) before it leaves: :class:`BrowserTransport` sends a blocked probe once more
+without the headers that mirror its body, and passes on a 2025 server's refusal of it, so
+the client falls back to ``initialize`` through the page's own fetch.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import base64
 import binascii
 import itertools
+import json
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
@@ -36,7 +43,8 @@ from pydantic import BaseModel, ValidationError
 
 from agent_py.mcp.errors import MCPConfigError, MCPConnectionError, MCPTimeoutError
 from agent_py.mcp.host import MCPServerConfig, TransportFactory
-from agent_py.mcp.transport import FallbackTransport, HTTPResponse, HTTPTransport
+from agent_py.mcp.stateless import MODERN_ERROR_CODES
+from agent_py.mcp.transport import BufferedResponse, FallbackTransport, HTTPResponse, HTTPTransport
 from agent_py.page.ports import Failure, Reply
 
 BrowserMode = Literal["fetch", "bridge"]
@@ -47,6 +55,26 @@ INSTALL_HINT = (
 )
 
 _request_ids = itertools.count(1)
+
+PROBE_METHOD = "server/discover"
+"""The first request of a connection, in MCP 2026-07-28 (``Mcp-Method``)."""
+_PROBE_ANSWER_BYTES = 64 * 1024
+
+
+def _mirrors_body(header: str) -> bool:
+    """A request header of MCP 2026-07-28 that mirrors the body (Mcp-Method, Mcp-Name,
+    Mcp-Param-*): the 2025 revisions have none of them."""
+    name = header.lower()
+    return name in ("mcp-method", "mcp-name") or name.startswith("mcp-param-")
+
+
+def _modern_refusal(body: bytes) -> bool:
+    """Whether an error answer is a JSON-RPC error that only a 2026-07-28 server sends."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):  # not JSON, or not an object
+        return False
+    return isinstance(error, dict) and error.get("code") in MODERN_ERROR_CODES
 
 
 class HttpBridge(Protocol):
@@ -187,6 +215,29 @@ class BrowserTransport(HTTPTransport):
         body: bytes | None,
         timeout_s: float | None,
     ) -> HTTPResponse:
+        request_id, reply = await self._start(method, url, headers, body, timeout_s)
+        if not reply.ok:
+            failure = self._failure(url, timeout_s, reply.error.kind, reply.error.message)
+            probe = any(
+                name.lower() == "mcp-method" and value == PROBE_METHOD
+                for name, value in headers.items()
+            )
+            if reply.error.kind == "blocked" and self._mode == "fetch" and probe:
+                return await self._probe_in_2025_headers(
+                    method, url, headers, body, timeout_s, failure
+                )
+            raise failure
+        self._answered = True
+        return BrowserResponse(self._http, request_id, reply.status, reply.headers, url)
+
+    async def _start(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        timeout_s: float | None,
+    ) -> tuple[int, StartReply]:
         request_id = next(_request_ids)
         request = BridgeRequest(
             id=request_id,
@@ -202,11 +253,39 @@ class BrowserTransport(HTTPTransport):
         except BaseException:
             self._http.abort(request_id)  # cancelled while waiting for the headers
             raise
-        reply = _reply(raw, StartReply, f"a request to {origin_of(url)}")
+        return request_id, _reply(raw, StartReply, f"a request to {origin_of(url)}")
+
+    async def _probe_in_2025_headers(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        timeout_s: float | None,
+        failure: MCPConnectionError | MCPTimeoutError,
+    ) -> HTTPResponse:
+        """The browser blocked the 2026-07-28 probe: the server is down, sends no CORS
+        headers, or lets browsers send only the request headers of the 2025 revisions (as
+        most servers written for them do). Sent once more without the headers that mirror
+        its body, a 2025 server's refusal of it is passed on, and the client goes on to
+        ``initialize``, which needs none of them. Any other answer comes from a 2026 server
+        whose CORS headers leave them out."""
+        plain = {name: value for name, value in headers.items() if not _mirrors_body(name)}
+        request_id, reply = await self._start(method, url, plain, body, timeout_s)
         if not reply.ok:
-            raise self._failure(url, timeout_s, reply.error.kind, reply.error.message)
+            raise failure
         self._answered = True
-        return BrowserResponse(self._http, request_id, reply.status, reply.headers, url)
+        response = BrowserResponse(self._http, request_id, reply.status, reply.headers, url)
+        answer, _ = await response.read(_PROBE_ANSWER_BYTES)
+        if 400 <= response.status < 500 and not _modern_refusal(answer):
+            return BufferedResponse(response.status, response.headers, answer)
+        raise MCPConnectionError(
+            f"{self._label()} answers the page, but its CORS headers do not let the page send "
+            "the request headers of MCP 2026-07-28 (Mcp-Method, Mcp-Name, Mcp-Param-*); the "
+            "server should list them in Access-Control-Allow-Headers. Until it does, choose "
+            f"the 'auto' or 'bridge' {self._setting}. "
+            + INSTALL_HINT.format(origin=origin_of(self._url))
+        )
 
     def _label(self) -> str:
         if self._server:
@@ -269,9 +348,10 @@ def browser_transport(
 def browser_transport_factory(http: HttpBridge) -> TransportFactory:
     """The page's transports for :class:`~agent_py.mcp.host.MCPClientHost`:
 
-    ``fetch``: the worker's fetch (the server must send CORS headers and expose
-    ``Mcp-Session-Id``); ``bridge``: the extension; ``auto``: fetch, then the extension when
-    the browser blocks fetch; ``http``: not available in the page."""
+    ``fetch``: the worker's fetch (the server must send CORS headers that allow the MCP
+    request headers and, for a 2025 server, expose ``Mcp-Session-Id``); ``bridge``: the
+    extension; ``auto``: fetch, then the extension when the browser blocks fetch; ``http``:
+    not available in the page."""
 
     def factory(config: MCPServerConfig) -> HTTPTransport:
         if config.transport == "http":

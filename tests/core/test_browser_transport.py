@@ -509,3 +509,61 @@ async def test_a_body_chunk_of_the_wrong_shape_is_an_unreadable_reply() -> None:
         async for _ in response.chunks():
             pass
     assert len(http.aborted) == 1  # the request is released, not left open
+
+
+def cors_for_2025_only(then: Handler) -> Handler:
+    """A server whose CORS headers allow only the 2025 request headers: the browser blocks
+    any request that carries Mcp-Method, Mcp-Name or Mcp-Param-*."""
+
+    def handler(request: dict[str, Any]) -> Answer | Failure:
+        names = {name.lower() for name in request["headers"]}
+        if request["mode"] == "fetch" and any(
+            n.startswith(("mcp-method", "mcp-name", "mcp-param")) for n in names
+        ):
+            return ("blocked", "The browser blocked the request or could not connect.")
+        return then(request)
+
+    return handler
+
+
+PROBE_HEADERS = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
+LEGACY_REFUSAL = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request"}}'
+MODERN_REFUSAL = b'{"jsonrpc":"2.0","id":1,"error":{"code":-32020,"message":"Header mismatch"}}'
+
+
+async def test_a_blocked_probe_goes_again_without_2026_headers_and_a_2025_refusal_passes() -> None:
+    http = FakeHttp(cors_for_2025_only(lambda request: Answer(400, {}, [LEGACY_REFUSAL])))
+    transport = BrowserTransport(http, "fetch", url=URL, server="calc")
+
+    response = await transport.send("POST", URL, {**PROBE_HEADERS, "Accept": "x"}, b"{}", 3)
+
+    assert response.status == 400
+    assert b"".join([c async for c in response.chunks()]) == LEGACY_REFUSAL
+    first, again = http.requests
+    assert "Mcp-Method" in first["headers"]
+    assert again["headers"] == {"MCP-Protocol-Version": "2026-07-28", "Accept": "x"}
+
+
+async def test_a_2026_server_behind_2025_cors_headers_is_named_as_such() -> None:
+    http = FakeHttp(cors_for_2025_only(lambda request: Answer(400, {}, [MODERN_REFUSAL])))
+    transport = BrowserTransport(http, "fetch", url=URL, server="calc")
+
+    with pytest.raises(MCPConnectionError, match="do not let the page send the request headers"):
+        await transport.send("POST", URL, PROBE_HEADERS, b"{}", 3)
+
+
+async def test_only_the_probe_is_sent_again_and_a_second_block_keeps_the_first_error() -> None:
+    down = FakeHttp(lambda request: ("blocked", "The browser blocked the request."))
+    with pytest.raises(MCPConnectionError, match="no CORS headers"):
+        await BrowserTransport(down, "fetch", url=URL, server="calc").send(
+            "POST", URL, PROBE_HEADERS, b"{}", 3
+        )
+    assert len(down.requests) == 2  # the probe, once more without the 2026 headers
+
+    other = FakeHttp(lambda request: ("blocked", "The browser blocked the request."))
+    call = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}
+    with pytest.raises(MCPConnectionError, match="no CORS headers"):
+        await BrowserTransport(other, "fetch", url=URL, server="calc").send(
+            "POST", URL, call, b"{}", 3
+        )
+    assert len(other.requests) == 1

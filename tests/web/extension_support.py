@@ -11,16 +11,21 @@
 - :func:`start_sdk_server`: the real MCP server of tests/mcp/sdk_server.py (official SDK),
   which sends no CORS headers. By default it has the SDK's DNS-rebinding protection for
   loopback, which refuses ``Origin: chrome-extension://...``; ``allow_origins`` adds origins
-  to its allow-list, as a user would for the extension. ``cors=True`` adds CORS headers.
+  to its allow-list, as a user would for the extension. ``cors=True`` adds CORS headers;
+  ``legacy=True`` makes it a server of the 2025 revisions only.
+- :func:`server_journal`: what that server received (method, headers, params), asked by a
+  client of its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -300,44 +305,76 @@ class PlainServer(ThreadingHTTPServer):
 
 
 _SDK_LAUNCHER = """
+import json
 import sys
+
+import uvicorn
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.middleware.cors import CORSMiddleware
+
 sys.path.insert(0, sys.argv[1])
 from sdk_server import build_server
-from mcp.server.transport_security import TransportSecuritySettings
 
-port, cors, extra_origins = int(sys.argv[2]), sys.argv[3] == "cors", sys.argv[4:]
+config = json.loads(sys.argv[2])
 security = None
-if extra_origins:
+if config["allow_origins"]:
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", *extra_origins],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", *config["allow_origins"]],
     )
-server = build_server(None)
-if not cors:
-    server.run("streamable-http", host="127.0.0.1", port=port, transport_security=security)
-else:
-    import uvicorn
-    from starlette.middleware.cors import CORSMiddleware
+app = build_server(None).streamable_http_app(transport_security=security, host="127.0.0.1")
 
-    app = CORSMiddleware(
-        server.streamable_http_app(transport_security=security),
+
+def only_2025(app):
+    # What a server written for the 2025 revisions answers a 2026-07-28 request (the SDK's
+    # own words for a request outside any session), so the client falls back to initialize.
+    refusal = json.dumps(
+        {"jsonrpc": "2.0", "id": None,
+         "error": {"code": -32000, "message": "Bad Request: Server not initialized"}}
+    ).encode()
+
+    async def refuse_2026(scope, receive, send):
+        headers = dict(scope.get("headers", ())) if scope["type"] == "http" else {}
+        modern = headers.get(b"mcp-protocol-version", b"").strip() == b"2026-07-28"
+        if scope["type"] != "http" or scope["method"] != "POST" or not modern:
+            return await app(scope, receive, send)
+        await send({"type": "http.response.start", "status": 400, "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(refusal)).encode()),
+        ]})
+        await send({"type": "http.response.body", "body": refusal})
+
+    return refuse_2026
+
+
+if config["legacy"]:
+    app = only_2025(app)
+if config["cors"]:
+    app = CORSMiddleware(  # outermost: the 2025 server's refusal carries CORS headers too
+        app,
         allow_origins=["*"],
         allow_methods=["GET", "POST", "DELETE"],
-        allow_headers=["*"],
+        allow_headers=config["cors"],
         expose_headers=["Mcp-Session-Id"],
     )
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+uvicorn.run(app, host="127.0.0.1", port=config["port"], log_level="warning")
 """
 
 
 @contextmanager
 def start_sdk_server(
-    log_dir: Path, allow_origins: list[str] | None = None, *, cors: bool = False
+    log_dir: Path,
+    allow_origins: list[str] | None = None,
+    *,
+    cors: bool | list[str] = False,
+    legacy: bool = False,
 ) -> Iterator[str]:
     """The tests/mcp SDK server on a free port; yields its MCP endpoint URL. With ``cors``
     it sends CORS headers (any origin, ``Mcp-Session-Id`` exposed), as a server meant for
-    browser clients does."""
+    browser clients does: ``True`` allows any request header, a list only those. It speaks
+    2026-07-28 and the 2025 revisions; ``legacy`` makes it a server of the 2025 revisions
+    only, which answers any 2026-07-28 request with 400 and a JSON-RPC error."""
     sys.path.insert(0, str(MCP_TESTS))
     try:
         from mcp_servers import free_port, serving
@@ -345,7 +382,28 @@ def start_sdk_server(
         sys.path.remove(str(MCP_TESTS))
     port = free_port()
     log = log_dir / f"sdk-server-{port}.log"
-    mode = "cors" if cors else "plain"
-    launch = [sys.executable, "-c", _SDK_LAUNCHER, str(MCP_TESTS), str(port), mode]
-    with serving([*launch, *(allow_origins or [])], log, port=port):
+    config = {
+        "port": port,
+        "allow_origins": allow_origins or [],
+        "cors": ["*"] if cors is True else (cors or []),
+        "legacy": legacy,
+    }
+    launch = [sys.executable, "-c", _SDK_LAUNCHER, str(MCP_TESTS), json.dumps(config)]
+    with serving(launch, log, port=port):
         yield f"http://127.0.0.1:{port}/mcp"
+
+
+def server_journal(url: str) -> list[dict[str, Any]]:
+    """What the SDK server at ``url`` received so far, oldest first (its ``journal_entries``
+    tool), asked by a CPython client of its own, whose requests come last. Playwright's sync
+    API holds this thread's event loop, so that client runs in a thread of its own."""
+    from agent_py.mcp.client import MCPClient
+
+    async def ask() -> list[dict[str, Any]]:
+        async with MCPClient(url) as client:
+            result = await client.call_tool("journal_entries")
+        assert isinstance(result.structured_content, dict), result
+        return list(result.structured_content["result"])
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(ask())).result(timeout=60)

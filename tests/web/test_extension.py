@@ -573,16 +573,23 @@ def test_a_redirect_to_another_server_drops_its_session_token_and_body(
     extension: tuple[Any, Any], probe: Any, plain: PlainServer, page_origin: str
 ) -> None:
     secrets = {"Authorization": "Bearer t0k", "Mcp-Session-Id": "s-1", "Last-Event-ID": "7"}
+    # MCP 2026-07-28's headers that mirror the body (a tool's arguments among them) go where
+    # the body goes, and it never goes to another server.
+    mirrors = {"Mcp-Method": "tools/call", "Mcp-Name": "add", "Mcp-Param-Region_Id": "eu"}
+    bound = [name.lower() for name in [*secrets, *mirrors]]
     with PlainServer() as elsewhere:
         set_lists(extension, pages=[page_origin], targets=[plain.origin, elsewhere.origin])
         same = bridge_fetch(
-            probe, f"{plain.origin}/redirect?to=/echo", method="GET", headers=secrets
+            probe,
+            f"{plain.origin}/redirect?to=/echo",
+            method="GET",
+            headers={**secrets, **mirrors},
         )
         crossed = bridge_fetch(
             probe,
             f"{plain.origin}/redirect?to={elsewhere.origin}/echo",
             method="GET",
-            headers={**secrets, "MCP-Protocol-Version": "2025-11-25"},
+            headers={**secrets, **mirrors, "MCP-Protocol-Version": "2025-11-25"},
         )
         posted = bridge_fetch(
             probe,
@@ -591,18 +598,35 @@ def test_a_redirect_to_another_server_drops_its_session_token_and_body(
             headers=secrets,
             body=b64({"secret": 1}),
         )
+        see_other = bridge_fetch(  # the POST becomes a GET without its body
+            probe,
+            f"{plain.origin}/redirect?status=303&to={elsewhere.origin}/echo",
+            method="POST",
+            headers={**mirrors, "MCP-Protocol-Version": "2026-07-28"},
+            body=b64({"method": "tools/call"}),
+        )
         seen_elsewhere = list(elsewhere.seen)
 
     kept = json.loads(same["body"])["headers"]
-    assert kept["authorization"] == "Bearer t0k" and kept["mcp-session-id"] == "s-1"
+    assert {name: kept.get(name) for name in bound} == {
+        "authorization": "Bearer t0k",
+        "mcp-session-id": "s-1",
+        "last-event-id": "7",
+        "mcp-method": "tools/call",
+        "mcp-name": "add",
+        "mcp-param-region_id": "eu",
+    }
     arrived = json.loads(crossed["body"])["headers"]
-    assert "authorization" not in arrived
-    assert "mcp-session-id" not in arrived
-    assert "last-event-id" not in arrived
+    assert [name for name in bound if name in arrived] == []
     assert arrived["mcp-protocol-version"] == "2025-11-25"  # not a secret: kept
     assert posted["error"]["kind"] == "refused"
     assert "does not send a request body to another server" in posted["error"]["message"]
-    assert [seen["method"] for seen in seen_elsewhere] == ["GET"]  # the POST never arrived
+    rewritten = json.loads(see_other["body"])
+    assert (rewritten["method"], rewritten["body"]) == ("GET", "")
+    assert [name for name in bound if name in rewritten["headers"]] == []
+    assert rewritten["headers"]["mcp-protocol-version"] == "2026-07-28"
+    # The 307 POST never arrived.
+    assert [seen["method"] for seen in seen_elsewhere] == ["GET", "GET"]
 
 
 def test_a_request_is_aborted_when_the_page_goes_away(

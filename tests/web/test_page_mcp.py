@@ -1,7 +1,9 @@
 """MCP servers in the page (web/ui/servers.js, agent_py.page.session, agent_py.page.http):
 servers added in the panel, with and without the bridge extension, and agent runs (scripted
 test engine) that call their tools: through the worker's fetch for a server with CORS headers,
-through the bridge for one without."""
+through the bridge for one without. The SDK server speaks 2026-07-28 (stateless); wrapped as a
+server of the 2025 revisions only, it is spoken to with initialize in the same page session.
+The panel names the revision, and the server's journal shows what it received."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from extension_support import (
     activity,
     consent_page,
     launch_with_extension,
+    server_journal,
     set_lists,
     start_sdk_server,
 )
@@ -35,10 +38,11 @@ def open_app(page: Any, url: str) -> None:
     page.wait_for_function("document.body.dataset.status === 'ready'", timeout=90_000)
 
 
-def add_server(page: Any, name: str, url: str) -> None:
+def add_server(page: Any, name: str, url: str, transport: str = "auto") -> None:
     page.get_by_role("button", name="Add server").click()
     page.get_by_label("Name (prefix of its tools)").fill(name)
     page.get_by_label("URL of its MCP endpoint").fill(url)
+    page.get_by_label("Transport").select_option(transport)
     page.get_by_role("button", name="Save server").click()
 
 
@@ -48,26 +52,29 @@ def server_item(page: Any, name: str, state: str) -> Any:
     return item
 
 
-def plan_with(step: dict[str, Any]) -> str:
-    plan = {"tasks": [{"task_id": "t1", "task_goal": "use the server", "steps": [step]}]}
+def plan_with(*steps: dict[str, Any]) -> str:
+    plan = {"tasks": [{"task_id": "t1", "task_goal": "use the server", "steps": list(steps)}]}
     return f"<plan>{json.dumps(plan)}</plan>"
 
 
-def run_add(page: Any, tool: str) -> Any:
-    """A scripted run whose one step calls ``tool`` with a=2, b=3; returns the step."""
+def run_add(page: Any, *tools: str) -> None:
+    """A scripted run whose steps s1, s2, ... call each of ``tools`` with a=2, b=3; each
+    step's output is 5."""
+    steps = [
+        {
+            "step_id": f"s{number}",
+            "step_goal": "add two numbers",
+            "tool_name": tool,
+            "tool_intent": "the server adds",
+            "expected_output": "their sum",
+            "arguments": {"a": 2, "b": 3},
+        }
+        for number, tool in enumerate(tools, start=1)
+    ]
     page.evaluate(
         "replies => window.agentApp.setScript(replies)",
         {
-            "plan": plan_with(
-                {
-                    "step_id": "s1",
-                    "step_goal": "add two numbers",
-                    "tool_name": tool,
-                    "tool_intent": "the server adds",
-                    "expected_output": "their sum",
-                    "arguments": {"a": 2, "b": 3},
-                }
-            ),
+            "plan": plan_with(*steps),
             "rethink": "<status>done</status><final>The sum is 5.</final>",
         },
     )
@@ -79,11 +86,12 @@ def run_add(page: Any, tool: str) -> Any:
     assert page.evaluate("document.querySelector('.turn:last-of-type').dataset.state") == (
         "completed"
     )
-    step = page.locator('[data-step="s1"]')
-    assert step.get_attribute("data-status") == "completed"
-    assert tool in step.inner_text()
+    for number, tool in enumerate(tools, start=1):
+        drawn = page.locator(f'[data-step="s{number}"]')
+        assert drawn.get_attribute("data-status") == "completed"
+        assert tool in drawn.inner_text()
+        assert drawn.locator(".output pre").text_content() == "5"
     assert page.get_by_label("Answer", exact=True).inner_text() == "The sum is 5."
-    return step
 
 
 def test_without_the_extension_a_cors_server_works_and_others_name_the_extension(
@@ -108,8 +116,7 @@ def test_without_the_extension_a_cors_server_works_and_others_name_the_extension
         # The worker's own fetch reaches a server that sends CORS headers; the SSE answer
         # streams through it.
         assert "Connected: 13 tools" in server_item(page, "open", "connected").inner_text()
-        step = run_add(page, "open__add")
-        assert step.locator(".output pre").text_content() == "5"
+        run_add(page, "open__add")
 
     saved = page.evaluate("window.agentApp.mcpServers()")
     assert saved == [
@@ -133,6 +140,82 @@ window.addEventListener("message", (event) => {
 """
 
 
+def page_calls_of(journal: list[dict[str, Any]], tool: str) -> list[dict[str, Any]]:
+    """The journal's entries for calls of ``tool`` (the journal's own reader calls another)."""
+    return [e for e in journal if e["method"] == "tools/call" and e["params"]["name"] == tool]
+
+
+def assert_spoken_in_2026_07_28(journal: list[dict[str, Any]]) -> None:
+    """The page's call of add was a 2026-07-28 request: its version in a header and in
+    _meta, its method and tool mirrored in headers, no session, and no initialize at all."""
+    [call] = page_calls_of(journal, "add")
+    assert call["protocol_header"] == "2026-07-28"
+    assert call["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    assert call["params"]["_meta"]["io.modelcontextprotocol/clientInfo"]["name"] == "agent_py"
+    assert (call["mcp_method"], call["mcp_name"]) == ("tools/call", "add")
+    assert call["session"] is None
+    assert "initialize" not in [e["method"] for e in journal]
+    assert journal[0]["method"] == "server/discover"  # the page's first request
+
+
+def assert_spoken_in_2025_11_25(journal: list[dict[str, Any]]) -> None:
+    """The page's call of add was made in an initialize session of 2025-11-25 (the server
+    refused the 2026-07-28 probe before any of it reached the journal)."""
+    [call] = page_calls_of(journal, "add")
+    assert call["protocol_header"] == "2025-11-25"
+    assert call["session"]
+    assert call["mcp_method"] is None
+    first = journal[0]
+    assert (first["method"], first["params"]["protocolVersion"]) == ("initialize", "2025-11-25")
+    assert "server/discover" not in [e["method"] for e in journal]
+
+
+# The request headers a server written for the 2025 revisions commonly lets browsers send.
+CORS_OF_2025 = ["Content-Type", "Accept", "Authorization", "Mcp-Session-Id", "MCP-Protocol-Version"]
+
+
+def test_the_page_speaks_2026_07_28_to_a_server_that_does_and_2025_11_25_to_one_that_does_not(
+    page: Any, page_url: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """All with CORS headers, in one page session, through the worker's own fetch: the
+    stateless revision to a server of both eras; initialize to servers of the 2025 revisions
+    only (they answer the 2026-07-28 probe with 400), also to one whose CORS headers let
+    browsers send only the 2025 request headers (the browser blocks the probe itself)."""
+    open_app(page, page_url("index.html?engine=scripted"))
+    logs = tmp_path_factory.mktemp("eras")
+    with (
+        start_sdk_server(logs, cors=True) as new_url,
+        start_sdk_server(logs, cors=True, legacy=True) as old_url,
+        start_sdk_server(logs, cors=CORS_OF_2025, legacy=True) as strict_url,
+        start_sdk_server(logs, cors=CORS_OF_2025) as stale_url,
+    ):
+        add_server(page, "new", new_url)
+        add_server(page, "old", old_url)
+        add_server(page, "strict", strict_url)
+        add_server(page, "stale", stale_url, transport="fetch")
+
+        for name, revision in (
+            ("new", "2026-07-28"),
+            ("old", "2025-11-25"),
+            ("strict", "2025-11-25"),
+        ):
+            status = server_item(page, name, "connected").locator(".server-status").inner_text()
+            assert status.startswith(f"Connected: 13 tools ({name}__echo, {name}__add"), status
+            assert status.endswith(f" · MCP {revision}"), status
+        # A 2026 server whose CORS headers leave out that revision's request headers.
+        stale = server_item(page, "stale", "error").locator(".server-status").inner_text()
+        assert (
+            "answers the page, but its CORS headers do not let the page send the request "
+            "headers of MCP 2026-07-28 (Mcp-Method, Mcp-Name, Mcp-Param-*)" in stale
+        ), stale
+
+        run_add(page, "new__add", "old__add", "strict__add")
+
+        assert_spoken_in_2026_07_28(server_journal(new_url))
+        assert_spoken_in_2025_11_25(server_journal(old_url))
+        assert_spoken_in_2025_11_25(server_journal(strict_url))
+
+
 def test_an_extension_that_never_answers_fails_the_server_at_its_request_bound(
     page: Any, page_url: Any
 ) -> None:
@@ -144,7 +227,7 @@ def test_an_extension_that_never_answers_fails_the_server_at_its_request_bound(
     # The MCP request's own 30 s bound ends the wait, before the worker's (30 s + 5 s).
     status = server_item(page, "quiet", "error").locator(".server-status").inner_text()
     assert status == (
-        "Error: The MCP server 'quiet' did not answer initialize within 30 s; "
+        "Error: The MCP server 'quiet' did not answer server/discover within 30 s; "
         "the request was cancelled."
     )
     assert page.get_by_role("button", name="Run").is_enabled()  # the page goes on without it
@@ -183,15 +266,35 @@ def test_an_agent_run_calls_an_mcp_tool_through_the_bridge(
         page.get_by_role("button", name="Reconnect server calc").click()
         connected = server_item(page, "calc", "connected").locator(".server-status").inner_text()
         assert connected.startswith("Connected: 13 tools (calc__echo, calc__add")
+        assert connected.endswith(" · MCP 2026-07-28")
 
-        step = run_add(page, "calc__add")
+        # In the same page session, a server of the 2025 revisions only (no CORS headers
+        # either), allowed once in the prompt: the bridge carries its session too.
+        logs = tmp_path_factory.mktemp("old")
+        with start_sdk_server(logs, [EXTENSION_ORIGIN], legacy=True) as old_url:
+            add_server(page, "old", old_url)
+            old_origin = old_url.rsplit("/", 1)[0]
+            consent_page(context, page_origin, old_origin).get_by_role(
+                "button", name="Allow once"
+            ).click()
+            old = server_item(page, "old", "connected").locator(".server-status").inner_text()
+            assert old.startswith("Connected: 13 tools (old__echo") and old.endswith(
+                " · MCP 2025-11-25"
+            )
 
-        assert step.locator(".output pre").text_content() == "5"
+            run_add(page, "calc__add", "old__add")
+
+            assert_spoken_in_2025_11_25(server_journal(old_url))
+        assert_spoken_in_2026_07_28(server_journal(mcp_url))
         calls = [e for e in activity(worker) if e["method"] == "POST" and e["target"] == mcp_url]
         assert calls and all(e["page"] == page_origin for e in calls)
         # An SSE answer left once it held the response is logged as such, not as a page gone.
         assert all(e["result"].startswith(("HTTP 20", "refused")) for e in calls)
         assert not any("went away" in e["result"] for e in calls)
+        old_calls = [e for e in activity(worker) if e["target"] == old_url]
+        # The 2026-07-28 probe refused with 400, then initialize and the session's requests.
+        assert "HTTP 400" in [e["result"] for e in old_calls]
+        assert "HTTP 200" in [e["result"] for e in old_calls]
         assert errors == []
     finally:
         context.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from extension_support import start_sdk_server
+from extension_support import server_journal, start_sdk_server
 from test_page_mcp import add_server, open_app, plan_with, server_item
 
 from tests.needs import need
@@ -105,13 +105,18 @@ def test_a_server_that_needs_oauth_is_signed_in_from_the_panel_used_and_forgotte
     assert oauth_url not in kept
 
 
+@pytest.mark.parametrize("revision", ["2026-07-28", "2025-11-25"])
 def test_a_question_from_a_server_is_a_form_in_the_page(
-    page: Any, page_url: Any, tmp_path_factory: pytest.TempPathFactory
+    page: Any, page_url: Any, tmp_path_factory: pytest.TempPathFactory, revision: str
 ) -> None:
+    """In 2026-07-28 the question comes back as the call's input_required result (the call
+    is sent again with the answer); in 2025-11-25, as an elicitation/create request."""
     open_app(page, page_url("index.html?engine=scripted"))
-    with start_sdk_server(tmp_path_factory.mktemp("cors"), cors=True) as cors_url:
+    legacy = revision != "2026-07-28"
+    with start_sdk_server(tmp_path_factory.mktemp("cors"), cors=True, legacy=legacy) as cors_url:
         add_server(page, "open", cors_url)
-        server_item(page, "open", "connected")
+        status = server_item(page, "open", "connected").locator(".server-status").inner_text()
+        assert status.endswith(f" · MCP {revision}"), status
         page.evaluate(
             "replies => window.agentApp.setScript(replies)",
             {
@@ -146,6 +151,21 @@ def test_a_question_from_a_server_is_a_form_in_the_page(
         assert step.locator(".output pre").text_content() == (
             'accept {"colour":"red","count":7,"notify":true}'
         )
+        calls = [
+            entry["params"]
+            for entry in server_journal(cors_url)
+            if entry["method"] == "tools/call" and entry["params"]["name"] == "ask_preferences"
+        ]
+    if legacy:
+        assert len(calls) == 1
+    else:  # asked, then sent again with the answer and the server's state echoed
+        asked, answered = calls
+        assert "inputResponses" not in asked and "requestState" not in asked
+        assert answered["requestState"] == "asked"
+        assert answered["inputResponses"]["form"] == {
+            "action": "accept",
+            "content": {"colour": "red", "count": 7, "notify": True},
+        }
 
 
 NODE_TOOLS = Path(__file__).resolve().parents[2] / ".artifacts" / "mcp-npm" / "node_modules"

@@ -1,6 +1,7 @@
 // The MCP servers panel: the list of servers the user added (saved in this browser, tokens
-// included), each with its state as the agent worker reports it, and a form to add or edit
-// one. It only edits the list and draws states; connecting is the worker's job
+// included), each with its state as the agent worker reports it (once connected: its tools
+// and the MCP revision it is spoken to in), and a form to add or edit one. It only edits the
+// list and draws states; connecting is the worker's job
 // (agent_py.page.session.PageSession.configure_servers). No server is built in. A server that
 // wants an OAuth sign-in gets a "Sign in" button (user-prompts.js opens the popup); one
 // signed in can forget its tokens. Tools the agent cannot use are named with the reason.
@@ -67,7 +68,9 @@ function describeStatus(server, status) {
     const count = status.tool_count ?? 0;
     const names = (status.tools || []).slice(0, TOOLS_SHOWN).join(", ");
     const more = (status.tools || []).length > TOOLS_SHOWN ? ", …" : "";
-    return `Connected: ${count} tool${count === 1 ? "" : "s"}${names ? ` (${names}${more})` : ""}`;
+    // Which revision is spoken tells what the server sees: a session (2025) or none (2026).
+    const revision = status.protocol_version ? ` · MCP ${status.protocol_version}` : "";
+    return `Connected: ${count} tool${count === 1 ? "" : "s"}${names ? ` (${names}${more})` : ""}${revision}`;
   }
   return status.state;
 }
@@ -215,7 +218,7 @@ export class ServersPanel {
         " ",
         el("span", { class: "muted", text: `transport: ${server.transport}` }),
       ),
-      el("p", { class: "server-status", text: describeStatus(server, status) + (status?.signed_in ? " Signed in (OAuth)." : "") }),
+      el("p", { class: "server-status", text: describeStatus(server, status) + (status?.signed_in ? " · Signed in (OAuth)." : "") }),
       ...extra,
       el(
         "div",
