@@ -231,15 +231,30 @@ class MCPClient:
         arguments = dict(arguments or {})
         timeout = timeout_s if timeout_s is not None else self._tool_timeout_s
         await self.connect()
-        if not self.stateless:
-            raw = await self._request(
-                "tools/call",
-                {"name": name, "arguments": arguments},
-                timeout_s=timeout,
-                on_progress=on_progress,
-                what=f"tool {name!r}",
-            )
-            return parse_call_tool_result(raw, name)
+        # 2026-07-28: the tool's schema says which arguments travel in headers as well. A
+        # server that finds them missing or wrong (HeaderMismatch) may have changed the
+        # schema: list the tools again and call once more.
+        if self.stateless and not any(tool.name == name for tool in self._tools):
+            await self._refresh_tools_quietly()
+        retries = 1 if self.stateless else 0
+        while True:
+            tool = next((tool for tool in self._tools if tool.name == name), None)
+            try:
+                raw = await self._request(
+                    "tools/call",
+                    {"name": name, "arguments": arguments},
+                    timeout_s=timeout,
+                    on_progress=on_progress,
+                    what=f"tool {name!r}",
+                    headers=param_headers(tool, arguments) if self.stateless else None,
+                )
+                break
+            except MCPRemoteError as error:
+                if error.code != HEADER_MISMATCH or retries == 0:
+                    raise
+                retries -= 1
+            await self._refresh_tools_quietly()
+        return parse_call_tool_result(raw, name)
         # 2026-07-28: the tool's schema says which arguments travel in headers as well. A
         # server that finds them missing or wrong (HeaderMismatch) may have changed the
         # schema: list the tools again and call once more.
