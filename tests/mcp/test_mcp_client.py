@@ -101,16 +101,20 @@ async def test_a_pinned_2025_revision_opens_a_session_with_initialize(
 
 
 async def test_tools_are_listed_across_pages(sdk_servers: SDKServers) -> None:
-    async with MCPClient(sdk_servers.open_url) as client:
+    me = Implementation(name=f"pages-{uuid.uuid4().hex[:8]}", version="1")
+    async with MCPClient(sdk_servers.open_url, client_info=me) as client:
         tools = await client.refresh_tools()
-        session = client.session_id
     names = [tool.name for tool in tools]
     assert set(names) >= BASE_TOOLS
     assert len(names) == len(set(names))
-    listings = [
+    listings = [  # no session in 2026-07-28: this client's requests carry its name
         e
         for e in await journal(sdk_servers.open_url)
-        if e.get("session") == session and e["method"] == "tools/list"
+        if e["method"] == "tools/list"
+        and (e["params"].get("_meta") or {})
+        .get("io.modelcontextprotocol/clientInfo", {})
+        .get("name")
+        == me.name
     ]
     # Four tools per page: at least three pages, each asking for the previous cursor.
     assert len(listings) >= 3
