@@ -7,14 +7,25 @@ calls to make in ``MCP_CONFORMANCE_CONTEXT``; everything goes through
 ``python -m agent_py.mcp``, the terminal command a user has. The authorization page is
 visited by browser_stand_in.py (as ``$BROWSER``); tokens go to a fresh file per run.
 
-What is called: the scenario's own calls (CALLS, or the context's ``toolCalls``, as
-http-custom-headers gives them), else every tool the server lists, with no arguments
-(sep-2322-client-request-state has four tools, each a different input_required round;
-the authorization scenarios one).
+What each scenario needs called (the rest of what it checks is the client's own doing):
+- tools_call: ``add_numbers`` with a and b; elicitation-sep1034-client-defaults and
+  sse-retry: their one tool (CALLS).
+- http-custom-headers: the context's ``toolCalls``, with their arguments, as given.
+- json-schema-ref-no-deref: only the listing (its server answers nothing else).
+- json-schema-2020-12-preservation: the focal tool's schema, as the client keeps it, sent
+  back to ``json_schema_echo``. The terminal command prints a summary of each schema, so
+  this one scenario reads the schema through the library (:func:`echo_schema`).
+- Every other scenario: every tool the server lists, each called with no arguments.
+  sep-2322-client-request-state lists four, each a different input_required round
+  (answered with the schema's defaults under ``--yes``); http-invalid-tool-headers lists
+  one valid tool among ten the client must leave out of its listing; request-metadata
+  and http-standard-headers check the headers and ``_meta`` of whatever is sent; the
+  authorization scenarios list one tool.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -22,16 +33,19 @@ import sys
 import tempfile
 from pathlib import Path
 
+from agent_py.mcp.client import MCPClient
+from agent_py.mcp.handshake import AUTO
+from agent_py.mcp.local import cpython_transport
+
 HERE = Path(__file__).parent
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 CALLS = {
     "tools_call": ["call", "add_numbers", '{"a": 5, "b": 3}'],
     "elicitation-sep1034-client-defaults": ["call", "test_client_elicitation_defaults"],
     "sse-retry": ["call", "test_reconnection"],
-    # Servers that only list their tools (the checks are about the listing).
     "json-schema-ref-no-deref": ["tools"],
-    "json-schema-2020-12-preservation": ["tools"],
 }
+SCHEMA_TOOL, ECHO_TOOL = "json_schema_2020_12_tool", "json_schema_echo"
 
 
 def cli(url: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -42,10 +56,23 @@ def cli(url: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProces
     return done
 
 
+async def echo_schema(url: str, version: str) -> int:
+    """Send the focal tool's input schema, as the client parsed and kept it, to the echo
+    tool: the suite diffs it against what it served."""
+    async with MCPClient(url, transport=cpython_transport(), protocol=version) as client:
+        tools = {tool.name: tool for tool in await client.refresh_tools()}
+        schema = tools[SCHEMA_TOOL].input_schema
+        result = await client.call_tool(ECHO_TOOL, {"schema": schema})
+    return 1 if result.is_error else 0
+
+
 def main() -> int:
     url = sys.argv[-1]
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    if scenario == "json-schema-2020-12-preservation":
+        return asyncio.run(echo_schema(url, version or AUTO))
     with tempfile.TemporaryDirectory() as home:
         env = {
             **os.environ,
@@ -59,7 +86,6 @@ def main() -> int:
             env["MCP_CLIENT_SECRET"] = context["client_secret"]
         if scenario.startswith("auth/client-credentials"):
             options.append("--client-credentials")
-        version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION")
         if version:
             options += ["--protocol-version", version]
         if context.get("idp_token_endpoint"):
