@@ -255,28 +255,6 @@ class MCPClient:
                 retries -= 1
             await self._refresh_tools_quietly()
         return parse_call_tool_result(raw, name)
-        # 2026-07-28: the tool's schema says which arguments travel in headers as well. A
-        # server that finds them missing or wrong (HeaderMismatch) may have changed the
-        # schema: list the tools again and call once more.
-        if not any(tool.name == name for tool in self._tools):
-            await self._refresh_tools_quietly()
-        for attempt in range(2):
-            tool = next((tool for tool in self._tools if tool.name == name), None)
-            try:
-                raw = await self._request(
-                    "tools/call",
-                    {"name": name, "arguments": arguments},
-                    timeout_s=timeout,
-                    on_progress=on_progress,
-                    what=f"tool {name!r}",
-                    headers=param_headers(tool, arguments),
-                )
-                break
-            except MCPRemoteError as error:
-                if error.code != HEADER_MISMATCH or attempt == 1:
-                    raise
-                await self._refresh_tools_quietly()
-        return parse_call_tool_result(raw, name)
 
     async def ping(self) -> None:
         """Check that the server answers (``ping``; a modern server has ``server/discover``
