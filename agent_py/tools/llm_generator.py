@@ -59,9 +59,10 @@ class LLMGenerator(ToolBase):
             raise ToolError("the model returned no text")
         if repeats_itself(text):
             raise ToolError("the model wrote one phrase over and over instead of the text")
-        if echoes_instructions(text, [system], allowed=instruction):
-            raise ToolError("the model repeated its own instructions instead of doing the task")
+        # Before the echo check: the refusal the system prompt spells out is its own words.
         refusal = refuses(text)
         if refusal is not None:
             raise ToolError(f"the model declined: {refusal}")
+        if echoes_instructions(text, [system], allowed=instruction):
+            raise ToolError("the model repeated its own instructions instead of doing the task")
         return ToolResult(text)
