@@ -35,7 +35,7 @@ STAMP = STATE_DIR / "stamp.json"
 INDEX = STATE_DIR / "index.json"
 # What the state depends on: the engine build, the models, and the code that writes the prompt.
 INPUTS = ["web/vendor/llama/build.json", "web/models.json", "pyproject.toml"]
-CODE_GLOBS = ["agent_py/**/*.py", "web/*.js", "web/worker/**/*.js"]
+CODE_GLOBS = ["agent_py/**/*.py", "agent_py/core/prompts/*", "web/*.js", "web/worker/**/*.js"]
 CHUNK = 4 * 1024 * 1024
 
 DUMP = """async (chunk) => {
