@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import sys
 
-CAPITALS = {"zubrowka": "Lutz", "freedonia": "Fredville", "genovia": "Pyrus"}
+CAPITALS = {
+    "zubrowka": "Lutz",
+    "freedonia": "Fredville",
+    "genovia": "Pyrus",
+    "sylvania": "Orlin",
+}
 
 
 def main(port: int) -> None:
