@@ -227,3 +227,25 @@ def arguments_from_nowhere(arguments: dict[str, Any], sources: Iterable[str]) ->
         if grounded:
             return []
     return [value if value in plain else repr(value) for value in values]
+
+
+# A quoted value with a digit in it, as code writes one: '2024-01-31', "3 apples".
+_QUOTED_DATA = re.compile(r"""'([^'\n]*\d[^'\n]*)'|"([^"\n]*\d[^"\n]*)"|`([^`\n]*\d[^`\n]*)`""")
+
+
+def example_data_copied(code: str, description: str, sources: Iterable[str]) -> list[str]:
+    """The quoted values of ``code`` that hold a digit and stand in the tool's
+    ``description`` (its examples) but in none of ``sources`` (the task, the conversation,
+    earlier results).
+
+    A small model with nothing of the task to compute copies the example of the tool's
+    description whole (``new Date('2024-01-31')…`` for the weather in Oslo), and its result
+    would be reported as the answer. Values without a digit ('en-US', 'long') are how the
+    description teaches an API, and a task rightly uses them as they are."""
+    text = "\n".join(sources).casefold()
+    copied = []
+    for match in _QUOTED_DATA.finditer(code):
+        value = next(part for part in match.groups() if part is not None)
+        if value in description and value.casefold() not in text:
+            copied.append(value)
+    return list(dict.fromkeys(copied))

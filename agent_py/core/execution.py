@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_py.core.answer_checks import arguments_from_nowhere
+from agent_py.core.answer_checks import arguments_from_nowhere, example_data_copied
 from agent_py.core.budget import truncate_middle
 from agent_py.core.errors import AgentError, LLMError, PromptTooLargeError
 from agent_py.core.events import EventType
@@ -233,6 +233,8 @@ class StepExecutor:
             outcome.arguments = arguments
             if self.grounded_arguments and tool.remote:
                 self._check_grounded(tool, step, arguments, question, earlier)
+            if tool.code_language is not None:
+                self._check_own_data(tool, arguments, question, earlier)
             repeated = memory.guarded.get(CallMemory.signature(tool.name, arguments))
             if repeated is not None:
                 raise ToolError(
@@ -264,6 +266,28 @@ class StepExecutor:
                 f"{tool.name} was not called: its values ({', '.join(invented)}) come from "
                 f"neither the task nor an earlier result, so {tool.name} does not fit "
                 f"'{step.step_goal}'; use a tool that does, or decline the task"
+            )
+
+    @staticmethod
+    def _check_own_data(
+        tool: ToolBase,
+        arguments: dict[str, Any],
+        question: str,
+        earlier: list[StepOutcome],
+    ) -> None:
+        """Fail a code step whose code copies a value of the tool description's example
+        (``answer_checks.example_data_copied``)."""
+        code = arguments.get("code")
+        if not isinstance(code, str):
+            return
+        sources = [question, *(o.result.content for o in earlier if o.ok)]
+        copied = example_data_copied(code, tool.description, sources)
+        if copied:
+            values = ", ".join(f"'{value}'" for value in copied)
+            raise ToolError(
+                f"{tool.name} was not run: the code uses {values} from the example in the "
+                "tool's description, not a value of the task; write code for the task's own "
+                "values, or decline the task when no tool can do it"
             )
 
     def code_from_plan(self, outcome: StepOutcome) -> bool:

@@ -1,5 +1,6 @@
-"""What a step hands a remote tool: code written where a value belongs goes to the arguments
-call instead, and (small profile) a call whose values come from nowhere fails its step."""
+"""What a step hands a tool: code written where a remote tool's value belongs goes to the
+arguments call instead, (small profile) a remote call whose values come from nowhere fails its
+step, and code that copies its tool's example data fails its step."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import pytest
 from support import make_agent, of_type, plan_reply
 
 from agent_py import AgentConfig, AgentState, EventType, ScriptedLLM, ToolBase
-from agent_py.core.answer_checks import arguments_from_nowhere
+from agent_py.core.answer_checks import arguments_from_nowhere, example_data_copied
 from agent_py.core.llm import CallInfo, Message
 from agent_py.core.profiles import FULL, SMALL
 from agent_py.core.step_action import looks_like_code
 from agent_py.core.tool import ToolContext, ToolResult
+from agent_py.tools.code import code_input_schema
+from agent_py.tools.javascript import JavascriptExecutor
 
 SMALL_CONFIG = AgentConfig(
     plan_shape=SMALL.plan_shape, strategy=SMALL.strategy, budgets=SMALL.budgets
@@ -209,3 +212,55 @@ async def test_a_follow_up_may_take_its_values_from_an_earlier_turn() -> None:
     assert result.state is AgentState.COMPLETED
     assert result.answer == "143.0"  # 43 comes from the earlier turn's answer
     assert add.calls[-1] == {"a": 43, "b": 100}
+
+
+class Code(ToolBase):
+    """A code tool whose description shows an example, as javascript_execute's does."""
+
+    name = "code"
+    description = "Runs code. Dates: new Date('2024-01-31'), toLocaleDateString('en-US')."
+    input_schema = code_input_schema("the code")
+    code_language = "JavaScript"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        self.calls.append(arguments["code"])
+        return ToolResult("Wednesday")
+
+
+async def test_code_that_copies_the_example_of_the_tools_description_fails_its_step() -> None:
+    copied = "return new Date('2024-01-31').toLocaleDateString('en-US');"
+    llm = ScriptedLLM.replaying({"plan": plan_reply([inline("s1", "code", copied)])})
+    code = Code()
+    agent, sink = make_agent(llm, code, config=SMALL_CONFIG)
+
+    result = await agent.task("What's the weather like in Oslo right now?")
+
+    assert result.state is AgentState.FAILED
+    assert code.calls == []
+    assert of_type(sink.events, EventType.STEP_FAILED)[0].content == (
+        "code was not run: the code uses '2024-01-31' from the example in the tool's "
+        "description, not a value of the task; write code for the task's own values, or "
+        "decline the task when no tool can do it"
+    )
+
+
+async def test_code_may_use_the_examples_api_and_a_value_the_task_gives() -> None:
+    own = "return new Date('2024-01-31').toLocaleDateString('en-US');"
+    llm = ScriptedLLM.replaying({"plan": plan_reply([inline("s1", "code", own)])})
+    code = Code()
+    agent, _ = make_agent(llm, code, config=SMALL_CONFIG)
+    result = await agent.task("What day of the week was 2024-01-31?")
+    assert result.state is AgentState.COMPLETED and code.calls == [own]
+
+
+def test_example_data_is_a_quoted_value_with_a_digit_from_the_description() -> None:
+    described = JavascriptExecutor.description
+    weekday = "return new Date('2024-01-31').toLocaleDateString('en-US', {weekday: 'long'});"
+    assert example_data_copied(weekday, described, ["Weather in Oslo?"]) == ["2024-01-31"]
+    assert example_data_copied(weekday, described, ["Which day was 2024-01-31?"]) == []
+    # Values without a digit teach the API; values not in the description are the model's.
+    assert example_data_copied("return 'en-US' + 'UTC';", described, ["x"]) == []
+    assert example_data_copied("return new Date('2025-03-03');", described, ["x"]) == []
