@@ -14,7 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_py.core.answer_checks import arguments_from_nowhere, example_data_copied
+from agent_py.core.answer_checks import (
+    arguments_from_nowhere,
+    days_in_milliseconds,
+    example_data_copied,
+)
 from agent_py.core.budget import truncate_middle
 from agent_py.core.errors import AgentError, LLMError, PromptTooLargeError
 from agent_py.core.events import EventType
@@ -140,9 +144,12 @@ class StepExecutor:
         step_ids: frozenset[str] = frozenset(),
         *,
         code_call: bool = False,
+        last_turn: ToolResult | None = None,
     ) -> StepOutcome:
         """Run ``step``; ``step_ids`` are the ids of every planned step, for references.
-        ``code_call``: a tool that takes code gets it from a code call (as ``fenced_code``)."""
+        ``code_call``: a tool that takes code gets it from a code call (as ``fenced_code``).
+        ``last_turn``: in a follow-up, the last turn's result, which a step's reference to
+        itself stands for (``And half of that?`` planned as ``return ${s1} / 2`` in s1)."""
         started = time.perf_counter()
         self.recorder.emit(
             EventType.STEP_STARTED,
@@ -157,7 +164,7 @@ class StepExecutor:
             if tool is None:
                 raise ToolError(self.registry.unknown_tool_message(step.tool_name))
             await self._call(
-                tool, step, task, question, earlier, memory, step_ids, outcome, code_call
+                tool, step, task, question, earlier, memory, step_ids, outcome, code_call, last_turn
             )
         except AgentError as exc:  # the one way out of a failed step: its message
             outcome.result = ToolResult(str(exc), is_error=True)
@@ -179,8 +186,19 @@ class StepExecutor:
         step_ids: frozenset[str],
         outcome: StepOutcome,
         code_call: bool = False,
+        last_turn: ToolResult | None = None,
     ) -> None:
         results = {o.step.step_id: o.result for o in earlier}
+        own = step.step_id
+        if last_turn is not None and own not in results and own in step_references(step):
+            # A step cannot use its own result: a follow-up's step that names itself means
+            # the last turn's result, as the plan request shows it ("The last result: …").
+            results[own] = last_turn
+            self.recorder.emit(
+                EventType.STEP_PROGRESS,
+                f"${{{own}}} in step {own} itself: read as the last turn's result",
+                step=own,
+            )
         failed = [ref for ref in step_references(step) if ref in results and results[ref].is_error]
         if failed:
             raise failed_dependency(failed)
@@ -249,6 +267,8 @@ class StepExecutor:
                 arguments=arguments,
             )
             outcome.result = await call.act(arguments)
+            if tool.code_language == "JavaScript" and not outcome.result.is_error:
+                self._check_not_milliseconds(arguments, outcome.result, question)
 
     @staticmethod
     def _check_grounded(
@@ -288,6 +308,20 @@ class StepExecutor:
                 f"{tool.name} was not run: the code uses {values} from the example in the "
                 "tool's description, not a value of the task; write code for the task's own "
                 "values, or decline the task when no tool can do it"
+            )
+
+    @staticmethod
+    def _check_not_milliseconds(
+        arguments: dict[str, Any], result: ToolResult, question: str
+    ) -> None:
+        """Fail a JavaScript step whose Dates gave a time in milliseconds the task did not
+        ask for (``answer_checks.days_in_milliseconds``)."""
+        days = days_in_milliseconds(str(arguments.get("code", "")), result.data, question)
+        if days is not None:
+            raise ToolError(
+                f"the result {result.data:g} is milliseconds (one Date minus another is in "
+                f"milliseconds), that is {days:g} days: divide by 86400000 for days, or by "
+                "3600000 for hours"
             )
 
     def code_from_plan(self, outcome: StepOutcome) -> bool:

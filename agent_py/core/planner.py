@@ -34,6 +34,7 @@ from agent_py.core.rescues import (
     single_step_answer,
 )
 from agent_py.core.review import PlanReviewer, ReviewPolicy, reviewed
+from agent_py.core.tool import ToolResult
 
 
 @dataclass
@@ -116,6 +117,11 @@ class PlanAndRethink:
             if earlier_turns
             else question
         )
+        last_turn = (
+            ToolResult(earlier_turns[-1].answer)
+            if earlier_turns and earlier_turns[-1].state == AgentState.COMPLETED.value
+            else None
+        )
         system = conversation[0]["content"]
         async with self.model.unit(ModelRole.PLANNER):
             plan = await self._first_plan(conversation)
@@ -144,7 +150,9 @@ class PlanAndRethink:
             step_ids = frozenset(s.step_id for plan in run.plans for s in plan.steps())
             last = await run_together(
                 [
-                    self.executor.run(step, task, step_question, earlier, memory, step_ids)
+                    self.executor.run(
+                        step, task, step_question, earlier, memory, step_ids, last_turn=last_turn
+                    )
                     for step in task.steps
                 ]
             )
@@ -160,6 +168,7 @@ class PlanAndRethink:
                     earlier,
                     memory,
                     step_ids,
+                    last_turn,
                 )
                 if not pending:
                     last = self._founded(question, earlier, last, task)

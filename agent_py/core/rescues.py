@@ -61,6 +61,7 @@ async def code_written_again(
     earlier: list[StepOutcome],
     memory: CallMemory,
     step_ids: frozenset[str],
+    last_turn: ToolResult | None = None,
 ) -> list[StepOutcome]:
     """The task's outcomes, with each failed step whose code came from the plan run
     once more with its code from a code call (Strategy.code_call_after_failure)."""
@@ -77,7 +78,16 @@ async def code_written_again(
     )
     redone = await run_together(
         [
-            executor.run(o.step, task, question, earlier, memory, step_ids, code_call=True)
+            executor.run(
+                o.step,
+                task,
+                question,
+                earlier,
+                memory,
+                step_ids,
+                code_call=True,
+                last_turn=last_turn,
+            )
             for o in again
         ]
     )

@@ -87,6 +87,35 @@ async def test_a_follow_ups_own_step_calls_are_told_the_last_result_first() -> N
     await agent.close()
 
 
+async def test_a_follow_ups_step_that_names_itself_uses_the_last_turns_result() -> None:
+    """``And half of that?`` planned as ``return ${s1} / 2;`` in step s1 itself: a step cannot
+    use its own result, so the reference is the last turn's (the 0.5B model's habit)."""
+    plans = iter(
+        [
+            plan_reply([step("s1", "javascript_execute", {"code": "return 25 * 4;"})]),
+            plan_reply([step("s1", "javascript_execute", {"code": "return ${s1} / 2;"})]),
+        ]
+    )
+    llm = ScriptedLLM.replaying({"plan": lambda messages, call: next(plans)})
+    config = AgentConfig(plan_shape=SMALL.plan_shape, strategy=SMALL.strategy)
+    agent, sink = make_agent(llm, *default_tools(), config=config)
+
+    assert (await agent.task("What's 25 times 4?")).answer == "100"
+    second = await agent.task("And half of that?")
+
+    assert (second.state, second.answer) == (AgentState.COMPLETED, "50")
+    said = [e.content for e in sink.events if e.type == "step_progress"]
+    assert "${s1} in step s1 itself: read as the last turn's result" in said
+    # In a first turn there is no earlier result: the reference fails as before.
+    itself = plan_reply([step("s1", "javascript_execute", {"code": "return ${s1} / 2;"})])
+    fresh, _ = make_agent(ScriptedLLM.replaying({"plan": itself}), config=config)
+    first = await fresh.task("Half of that?")
+    assert first.state is AgentState.FAILED
+    assert "which has no result yet" in (first.error or "")
+    await agent.close()
+    await fresh.close()
+
+
 async def test_a_session_continued_from_its_history_file(tmp_path: Path) -> None:
     """The terminal's --session FILE: a new agent (a new process) resumes the recorded
     session, under its id, as its next turn, and appends to the same file."""
