@@ -249,3 +249,22 @@ def example_data_copied(code: str, description: str, sources: Iterable[str]) -> 
         if value in description and value.casefold() not in text:
             copied.append(value)
     return list(dict.fromkeys(copied))
+
+
+DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
+_ASKS_FOR_MS = re.compile(r"\bmilli|\bms\b", re.IGNORECASE)
+
+
+def days_in_milliseconds(code: str, value: Any, question: str) -> float | None:
+    """The days that ``value`` counts when JavaScript ``code`` that works with Dates gave back
+    a whole number of hours of at least a day in milliseconds, and the question asks for no
+    milliseconds; else None.
+
+    One Date minus another is milliseconds: a model asked for days between two dates returns
+    5184000000 for 60, and the number would be reported as the answer."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or "Date" not in code:
+        return None
+    if abs(value) < DAY_MS or value % HOUR_MS or _ASKS_FOR_MS.search(question):
+        return None
+    return value / DAY_MS

@@ -7,10 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support import make_agent, of_type, plan_reply
+from support import default_tools, make_agent, of_type, plan_reply
 
 from agent_py import AgentConfig, AgentState, EventType, ScriptedLLM, ToolBase
-from agent_py.core.answer_checks import arguments_from_nowhere, example_data_copied
+from agent_py.core.answer_checks import (
+    arguments_from_nowhere,
+    days_in_milliseconds,
+    example_data_copied,
+)
 from agent_py.core.llm import CallInfo, Message
 from agent_py.core.profiles import FULL, SMALL
 from agent_py.core.step_action import looks_like_code
@@ -264,3 +268,48 @@ def test_example_data_is_a_quoted_value_with_a_digit_from_the_description() -> N
     # Values without a digit teach the API; values not in the description are the model's.
     assert example_data_copied("return 'en-US' + 'UTC';", described, ["x"]) == []
     assert example_data_copied("return new Date('2025-03-03');", described, ["x"]) == []
+
+
+async def test_days_given_in_milliseconds_fail_the_step_and_the_plan_is_made_again() -> None:
+    """A Date minus a Date is milliseconds: 5184000000 is no answer to "how many days"."""
+    plans = iter(
+        [
+            "return new Date('2024-03-01') - new Date('2024-01-01');",
+            "return (new Date('2024-03-01') - new Date('2024-01-01')) / 86400000;",
+        ]
+    )
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": lambda messages, call: plan_reply(
+                [inline("s1", "javascript_execute", next(plans))]
+            )
+        }
+    )
+    agent, sink = make_agent(llm, *default_tools(), config=SMALL_CONFIG)
+
+    result = await agent.task("How many days are there from 2024-01-01 to 2024-03-01?")
+
+    assert (result.state, result.answer) == (AgentState.COMPLETED, "60")
+    assert of_type(sink.events, EventType.STEP_FAILED)[0].content == (
+        "the result 5.184e+09 is milliseconds (one Date minus another is in milliseconds), "
+        "that is 60 days: divide by 86400000 for days, or by 3600000 for hours"
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "value", "question", "days"),
+    [
+        ("return new Date('2024-03-01') - new Date('2024-01-01');", 5_184_000_000, "Days?", 60),
+        ("return d2.getTime() - d1.getTime(); // Date", -3_715_200_000, "Days between?", -43),
+        # Asked for milliseconds, or not about Dates, or not a whole number of hours: a value.
+        ("return new Date(b) - new Date(a);", 5_184_000_000, "How many milliseconds?", None),
+        ("return 60 * 86400000;", 5_184_000_000, "Days in ms?", None),
+        ("return 2 * 86400000;", 172_800_000, "Two days?", None),
+        ("return Date.now() - start;", 1_234_567_890, "How long?", None),
+        ("return new Date('2024-01-02') - new Date('2024-01-01');", True, "Later?", None),
+    ],
+)
+def test_a_time_in_milliseconds_is_a_whole_number_of_hours_from_dates(
+    code: str, value: object, question: str, days: float | None
+) -> None:
+    assert days_in_milliseconds(code, value, question) == days
