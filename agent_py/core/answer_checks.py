@@ -254,6 +254,7 @@ def example_data_copied(code: str, description: str, sources: Iterable[str]) -> 
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
 _ASKS_FOR_MS = re.compile(r"\bmilli|\bms\b", re.IGNORECASE)
+_PRINTED_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def days_in_milliseconds(code: str, value: Any, question: str) -> float | None:
@@ -263,6 +264,8 @@ def days_in_milliseconds(code: str, value: Any, question: str) -> float | None:
 
     One Date minus another is milliseconds: a model asked for days between two dates returns
     5184000000 for 60, and the number would be reported as the answer."""
+    if isinstance(value, str) and _PRINTED_NUMBER.fullmatch(value.strip()):
+        value = float(value)  # printed with console.log, not returned
     if isinstance(value, bool) or not isinstance(value, (int, float)) or "Date" not in code:
         return None
     if abs(value) < DAY_MS or value % HOUR_MS or _ASKS_FOR_MS.search(question):

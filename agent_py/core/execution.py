@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_py.core.answer_checks import (
+    DAY_MS,
     arguments_from_nowhere,
     days_in_milliseconds,
     example_data_copied,
@@ -125,8 +126,10 @@ class StepExecutor:
         examples: bool = False,
         fenced_code: bool = False,
         grounded_arguments: bool = False,
+        code_call_hears_failure: bool = False,
     ) -> None:
         self.registry = registry
+        self.code_call_hears_failure = code_call_hears_failure
         self.model = model
         self.recorder = recorder
         self.tool_timeout_s = tool_timeout_s
@@ -145,11 +148,14 @@ class StepExecutor:
         *,
         code_call: bool = False,
         last_turn: ToolResult | None = None,
+        failure: str = "",
     ) -> StepOutcome:
         """Run ``step``; ``step_ids`` are the ids of every planned step, for references.
         ``code_call``: a tool that takes code gets it from a code call (as ``fenced_code``).
         ``last_turn``: in a follow-up, the last turn's result, which a step's reference to
-        itself stands for (``And half of that?`` planned as ``return ${s1} / 2`` in s1)."""
+        itself stands for (``And half of that?`` planned as ``return ${s1} / 2`` in s1).
+        ``failure``: why the step's last try failed, for a code call that hears it
+        (``code_call_hears_failure``)."""
         started = time.perf_counter()
         self.recorder.emit(
             EventType.STEP_STARTED,
@@ -164,7 +170,17 @@ class StepExecutor:
             if tool is None:
                 raise ToolError(self.registry.unknown_tool_message(step.tool_name))
             await self._call(
-                tool, step, task, question, earlier, memory, step_ids, outcome, code_call, last_turn
+                tool,
+                step,
+                task,
+                question,
+                earlier,
+                memory,
+                step_ids,
+                outcome,
+                code_call,
+                last_turn,
+                failure if self.code_call_hears_failure else "",
             )
         except AgentError as exc:  # the one way out of a failed step: its message
             outcome.result = ToolResult(str(exc), is_error=True)
@@ -187,6 +203,7 @@ class StepExecutor:
         outcome: StepOutcome,
         code_call: bool = False,
         last_turn: ToolResult | None = None,
+        failure: str = "",
     ) -> None:
         results = {o.step.step_id: o.result for o in earlier}
         own = step.step_id
@@ -241,6 +258,7 @@ class StepExecutor:
                     planned_arguments=step.arguments,
                     results_digest=self._digest_for_arguments(earlier),
                     planned_input=step.input,
+                    failure=failure,
                 )
                 async with self.model.unit(ModelRole.EXECUTOR):
                     if write_code:
@@ -319,7 +337,7 @@ class StepExecutor:
         days = days_in_milliseconds(str(arguments.get("code", "")), result.data, question)
         if days is not None:
             raise ToolError(
-                f"the result {result.data:g} is milliseconds (one Date minus another is in "
+                f"the result {days * DAY_MS:g} is milliseconds (one Date minus another is in "
                 f"milliseconds), that is {days:g} days: divide by 86400000 for days, or by "
                 "3600000 for hours"
             )
