@@ -84,7 +84,6 @@ class PlanAndRethink:
             examples=self.strategy.examples,
             fenced_code=self.strategy.fenced_code,
             grounded_arguments=self.strategy.grounded_arguments,
-            code_call_hears_failure=self.strategy.code_call_hears_failure,
         )
         self._on_state = on_state
         self.plan_shape = plan_shape or PlanShape()

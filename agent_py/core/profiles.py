@@ -69,10 +69,6 @@ class Strategy(BaseModel):
     """A failed step whose code came from the plan runs once more, with its code from a
     separate call as ``fenced_code`` asks for it, before any corrected plan. A corrected plan
     in the same conversation mostly repeats the failed code; a fresh framing is another draw."""
-    code_call_hears_failure: bool = False
-    """With ``code_call_after_failure``: the code call is told why the plan's code failed
-    (its error, or the check it failed: "the result 5.184e+09 is milliseconds, that is 60
-    days"). Without it, a fresh draw writes other code, and as often other wrong code."""
     answer_from_single_step: bool = False
     """When the last task is one successful step, its result is the answer (no answer
     call). With skip_rethink_on_success, a one-step task then costs one model call."""
@@ -176,7 +172,6 @@ SMALL = TINY.model_copy(
                 "data_check": False,
                 "tool_hint": True,
                 "refuse_constant_text": True,
-                "code_call_hears_failure": True,
             }
         ),
     }

@@ -87,7 +87,6 @@ async def code_written_again(
                 step_ids,
                 code_call=True,
                 last_turn=last_turn,
-                failure=o.result.content,
             )
             for o in again
         ]

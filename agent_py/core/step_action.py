@@ -38,14 +38,6 @@ _CODE_STATEMENT = re.compile(
 )
 
 
-FAILURE_CHARS = 300  # of a failed try's message, told to the code call that writes it again
-
-
-def first_line(text: str) -> str:
-    """The first line of an error (a stack trace after it is noise to a small model)."""
-    return text.strip().split("\n", 1)[0][:FAILURE_CHARS]
-
-
 def looks_like_code(text: str) -> bool:
     """Whether ``text`` is a statement of code (a small model writes the input of a tool that
     takes a plain value, a country's name, as the JavaScript that would call the tool)."""
@@ -111,8 +103,6 @@ class StepBrief:
     planned_arguments: dict[str, Any] | None
     results_digest: str
     planned_input: str | None = None
-    failure: str = ""
-    """Why the step's last try failed, for a code call told it."""
 
 
 class StepAction:
@@ -229,8 +219,6 @@ class StepAction:
         if main is None or language is None:
             raise InvalidArgumentsError(f"{self.tool.name} takes no code")
         spec = (self.tool.input_schema.get("properties") or {}).get(main) or {}
-        goal = f"Step: {brief.step_goal}" if brief.step_goal else ""
-        failed = brief.failure and "The last code for it failed: " + first_line(brief.failure)
         messages: list[Message] = [
             {
                 "role": "system",
@@ -246,7 +234,7 @@ class StepAction:
                 "content": render(
                     "code_user",
                     question=brief.question,
-                    step="\n".join(line for line in (goal, failed) if line),
+                    step=f"Step: {brief.step_goal}" if brief.step_goal else "",
                     results=f"Results so far:\n{brief.results_digest}"
                     if brief.results_digest
                     else "",
