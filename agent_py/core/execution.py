@@ -21,15 +21,17 @@ from agent_py.core.answer_checks import (
     example_data_copied,
 )
 from agent_py.core.budget import truncate_middle
+from agent_py.core.decline import DECLINE_TOOL
 from agent_py.core.errors import AgentError, LLMError, PromptTooLargeError
 from agent_py.core.events import EventType
 from agent_py.core.history import EventRecorder
 from agent_py.core.llm import CallPurpose, ModelRole
 from agent_py.core.model_client import ModelClient
 from agent_py.core.plan import StepSchema, TaskSchema, step_references
+from agent_py.core.prompts import examples
 from agent_py.core.registry import ToolRegistry
 from agent_py.core.step_action import StepAction, StepBrief, failed_dependency
-from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult
+from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult, main_input_property
 
 EVENT_CONTENT_CHARS = 8_000  # observations in events and history are cut to this
 
@@ -115,6 +117,30 @@ def result_statuses(outcomes: list[StepOutcome]) -> str:
     )
 
 
+def _words(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def example_copied(value: str, question: str) -> str | None:
+    """The task of the worked example (``prompts/examples.json``) whose step input ``value``
+    is, word for word, when that task is not ``question``; else None.
+
+    A small model that cannot map a task to a tool copies the example closest to hand (a
+    two-line poem about rain for "download this page"), and the result would be reported
+    as the answer. A decline's reason may be copied: it ends the run failed anyway."""
+    copied = _words(value)
+    for example in examples()["plan"]:
+        for task in example["tasks"]:
+            for step in task["steps"]:
+                if (
+                    step["tool_name"] != DECLINE_TOOL
+                    and _words(str(step.get("input", ""))) == copied
+                    and _words(example["task"]) != _words(question)
+                ):
+                    return str(example["task"])
+    return None
+
+
 class StepExecutor:
     def __init__(
         self,
@@ -126,10 +152,8 @@ class StepExecutor:
         examples: bool = False,
         fenced_code: bool = False,
         grounded_arguments: bool = False,
-        code_call_hears_failure: bool = False,
     ) -> None:
         self.registry = registry
-        self.code_call_hears_failure = code_call_hears_failure
         self.model = model
         self.recorder = recorder
         self.tool_timeout_s = tool_timeout_s
@@ -148,14 +172,11 @@ class StepExecutor:
         *,
         code_call: bool = False,
         last_turn: ToolResult | None = None,
-        failure: str = "",
     ) -> StepOutcome:
         """Run ``step``; ``step_ids`` are the ids of every planned step, for references.
         ``code_call``: a tool that takes code gets it from a code call (as ``fenced_code``).
         ``last_turn``: in a follow-up, the last turn's result, which a step's reference to
-        itself stands for (``And half of that?`` planned as ``return ${s1} / 2`` in s1).
-        ``failure``: why the step's last try failed, for a code call that hears it
-        (``code_call_hears_failure``)."""
+        itself stands for (``And half of that?`` planned as ``return ${s1} / 2`` in s1)."""
         started = time.perf_counter()
         self.recorder.emit(
             EventType.STEP_STARTED,
@@ -170,17 +191,7 @@ class StepExecutor:
             if tool is None:
                 raise ToolError(self.registry.unknown_tool_message(step.tool_name))
             await self._call(
-                tool,
-                step,
-                task,
-                question,
-                earlier,
-                memory,
-                step_ids,
-                outcome,
-                code_call,
-                last_turn,
-                failure if self.code_call_hears_failure else "",
+                tool, step, task, question, earlier, memory, step_ids, outcome, code_call, last_turn
             )
         except AgentError as exc:  # the one way out of a failed step: its message
             outcome.result = ToolResult(str(exc), is_error=True)
@@ -203,7 +214,6 @@ class StepExecutor:
         outcome: StepOutcome,
         code_call: bool = False,
         last_turn: ToolResult | None = None,
-        failure: str = "",
     ) -> None:
         results = {o.step.step_id: o.result for o in earlier}
         own = step.step_id
@@ -258,7 +268,6 @@ class StepExecutor:
                     planned_arguments=step.arguments,
                     results_digest=self._digest_for_arguments(earlier),
                     planned_input=step.input,
-                    failure=failure,
                 )
                 async with self.model.unit(ModelRole.EXECUTOR):
                     if write_code:
@@ -271,6 +280,8 @@ class StepExecutor:
                 self._check_grounded(tool, step, arguments, question, earlier)
             if tool.code_language is not None:
                 self._check_own_data(tool, arguments, question, earlier)
+            if self.examples:
+                self._check_not_an_example(tool, arguments, question)
             repeated = memory.guarded.get(CallMemory.signature(tool.name, arguments))
             if repeated is not None:
                 raise ToolError(
@@ -326,6 +337,20 @@ class StepExecutor:
                 f"{tool.name} was not run: the code uses {values} from the example in the "
                 "tool's description, not a value of the task; write code for the task's own "
                 "values, or decline the task when no tool can do it"
+            )
+
+    @staticmethod
+    def _check_not_an_example(tool: ToolBase, arguments: dict[str, Any], question: str) -> None:
+        """Fail a step whose input is a worked example's, word for word, for another task
+        (``example_copied``)."""
+        main = main_input_property(tool.input_schema)
+        value = arguments.get(main) if main is not None else None
+        example = example_copied(value, question) if isinstance(value, str) else None
+        if example is not None:
+            raise ToolError(
+                f"{tool.name} was not run: its input is copied from the worked example for "
+                f"'{example}', not written for this task; write it for the task, or decline "
+                "the task when no tool can do it"
             )
 
     @staticmethod

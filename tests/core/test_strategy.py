@@ -369,7 +369,7 @@ async def test_every_worked_example_runs_through_the_real_tools(shape: PlanShape
         llm = ScriptedLLM.replaying({"plan": plan_turn["content"], "generate": "Some text."})
         agent, sink = make_agent(llm, config=TINY_CONFIG.model_copy(update={"plan_shape": shape}))
 
-        result = await agent.task(task_turn["content"])
+        result = await agent.task(task_turn["content"].removeprefix("Task: "))
 
         assert result.state is AgentState.COMPLETED, (plan_turn["content"], result.error)
         assert all(step.ok for step in result.steps), plan_turn["content"]

@@ -15,6 +15,7 @@ from agent_py.core.answer_checks import (
     days_in_milliseconds,
     example_data_copied,
 )
+from agent_py.core.execution import example_copied
 from agent_py.core.llm import CallInfo, Message
 from agent_py.core.profiles import FULL, SMALL
 from agent_py.core.step_action import looks_like_code
@@ -315,3 +316,43 @@ def test_a_time_in_milliseconds_is_a_whole_number_of_hours_from_dates(
     code: str, value: object, question: str, days: float | None
 ) -> None:
     assert days_in_milliseconds(code, value, question) == days
+
+
+async def test_a_step_input_copied_from_a_worked_example_fails_for_another_task() -> None:
+    """The small profile's plans follow worked examples: a step whose input is an example's,
+    word for word, did that example's task, not this one."""
+    poem = "Write a two-line poem about rain."
+    plans = iter(
+        [
+            plan_reply([inline("s1", "llm_generator", poem)]),
+            plan_reply([inline("s2", "decline", "the sandbox has no network")]),
+        ]
+    )
+    llm = ScriptedLLM.replaying(
+        {"plan": lambda messages, call: next(plans), "generate": "Rain taps the glass."}
+    )
+    agent, sink = make_agent(llm, *default_tools(), config=SMALL_CONFIG)
+
+    result = await agent.task("Download the page https://example.com and tell me its title.")
+
+    assert result.state is AgentState.FAILED and "no network" in (result.error or "")
+    assert of_type(sink.events, EventType.STEP_FAILED)[0].content == (
+        "llm_generator was not run: its input is copied from the worked example for "
+        f"'{poem}', not written for this task; write it for the task, or decline the task "
+        "when no tool can do it"
+    )
+    # The example's own task may use it, and so may any profile without examples.
+    assert example_copied(poem.upper(), poem) is None
+    assert example_copied(poem, "Say hello.") == poem
+    assert example_copied("no tool here can switch lights", "Say hello.") is None
+    agent, _ = make_agent(
+        ScriptedLLM.replaying(
+            {
+                "plan": plan_reply([inline("s1", "llm_generator", poem)]),
+                "generate": "Rain.",
+                "rethink": "<status>done</status><final>Rain.</final>",
+            }
+        ),
+        *default_tools(),
+    )
+    assert (await agent.task("Say hello.")).state is AgentState.COMPLETED
