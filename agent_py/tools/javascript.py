@@ -47,8 +47,7 @@ class JavascriptExecutor(CodeTool[JSRunner]):
         "captured. Each call starts afresh (nothing one call defines exists in another): write "
         "the whole computation in one call. Use it for calculations, data transformation and "
         "parsing. Dates: write new Date('2024-01-31'), the ISO text, not new Date(y, m, d), "
-        "whose months count from 0; one Date minus another is in milliseconds, so divide by "
-        "86400000 for days; getDay() is a number, so name a weekday with "
+        "whose months count from 0; getDay() is a number, so name a weekday with "
         "toLocaleDateString('en-US', {weekday: 'long', timeZone: 'UTC'})."
     )
     input_schema = code_input_schema("JavaScript function body; use return for the result")
