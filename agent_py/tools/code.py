@@ -30,7 +30,7 @@ _LITERAL = rf"(?:{_STRING}|{_NUMBER}|true|false|True|False|null|None)"
 _ENTRY = rf"(?:{_STRING}|[A-Za-z_$][\w$]*)\s*:\s*{_LITERAL}"  # key: literal
 _CONSTANT_TEXT = re.compile(
     rf"""(?:return\s+|(?:console\.log|print)\s*\(\s*)?
-    (?:{_STRING}
+    (?:{_STRING}(?:\s*\+\s*{_STRING})*
       |\[\s*(?:{_STRING}(?:\s*,\s*{_STRING})*\s*,?)?\s*\]
       |\{{\s*(?:{_ENTRY}(?:\s*,\s*{_ENTRY})*\s*,?)?\s*\}})
     \s*\)?\s*;?""",
@@ -49,6 +49,26 @@ _NO_VALUE_PRINTS = frozenset({"", "null", "undefined", "NaN", "None", "nan", "{}
 # How the sandboxes mark what code wrote with console.error, and errors thrown after it returned
 # (node_runner.py, web/sandbox.html).
 _ERROR_PREFIXES = ("[error] ", "[uncaught] ")
+
+# The same code inside a function of no parameters, called or not (`function weather() {
+# return "Sunny, 20°C"; }`, `def f():\n    return 42` then `print(f())`): unwrapped to its body.
+_WRAPPED = re.compile(
+    r"""(?:async\s+)?function\s+(?P<js>[A-Za-z_$][\w$]*)\s*\(\s*\)\s*\{(?P<js_body>.*)\}\s*
+      (?:(?:return\s+|console\.log\s*\(\s*)?(?:await\s+)?(?P=js)\s*\(\s*\)\s*\)?\s*;?)?
+    |def\s+(?P<py>[A-Za-z_]\w*)\s*\(\s*\)\s*(?:->\s*\w+\s*)?:\s*(?P<py_body>.*?)\s*
+      (?:\n(?:print\s*\(\s*)?(?P=py)\s*\(\s*\)\s*\)?)?""",
+    re.VERBOSE | re.DOTALL,
+)
+
+
+def _unwrapped(code: str) -> str:
+    """The body of ``code`` when it is one function of no parameters (and maybe its call),
+    else ``code``; stripped."""
+    code = code.strip()
+    wrapped = _WRAPPED.fullmatch(code)
+    if wrapped is None:
+        return code
+    return (wrapped.group("js_body") or wrapped.group("py_body") or "").strip()
 
 
 def code_input_schema(description: str) -> JSONSchema:
@@ -90,15 +110,19 @@ class CodeTool(ToolBase, Generic[RunnerT]):
 
     def refuse_no_value(self, value: Any, printed: Iterable[str]) -> None:
         """Raises ToolError when the code gave no value (null, undefined, NaN, None) and
-        printed nothing but such words and errors."""
+        logged an error, or printed nothing but such words.
+
+        Code that catches its error, logs it and goes on prints what it had instead
+        ("Page title: null" after a failed fetch): with no value, the printed lines are its
+        result, and a logged error among them means the computation failed."""
         if value is not None and not (isinstance(value, float) and math.isnan(value)):
             return
         lines = [line.strip() for text in printed for line in text.splitlines()]
         errors = [line for line in lines if line.startswith(_ERROR_PREFIXES)]
-        if any(line not in _NO_VALUE_PRINTS and line not in errors for line in lines):
-            return
         if errors:  # an error the code caught and logged is still an error
             raise ToolError(f"the code gave no value and logged an error: {'; '.join(errors)}")
+        if any(line not in _NO_VALUE_PRINTS for line in lines):
+            return
         shown = ", ".join(dict.fromkeys(line for line in lines if line))
         if shown:
             raise ToolError(
@@ -132,14 +156,15 @@ class CodeTool(ToolBase, Generic[RunnerT]):
 
     def refuse_constant_code(self, code: str) -> None:
         """Raises ToolError when ``code`` only gives back numbers written into it (or text,
-        with ``refuse_constant_text``)."""
-        if _CONSTANT_CODE.fullmatch(code.strip()):
+        with ``refuse_constant_text``), itself or from a function of no parameters."""
+        code = _unwrapped(code)
+        if _CONSTANT_CODE.fullmatch(code):
             raise ToolError(
                 "the code only gives back numbers written into it, so it computes nothing: "
                 f"write the calculation itself in {self.code_language} (with operators, Math "
                 "or a loop)"
             )
-        if self.refuse_constant_text and _CONSTANT_TEXT.fullmatch(code.strip()):
+        if self.refuse_constant_text and _CONSTANT_TEXT.fullmatch(code):
             raise ToolError(
                 "the code only gives back text written into it, so it computes nothing: "
                 f"compute the result in {self.code_language}, or use another tool (or decline "

@@ -148,6 +148,33 @@ async def test_code_that_caught_and_logged_its_error_fails_its_step() -> None:
     assert str(failure.value) == "the code gave no value and logged an error: [error] TypeError"
 
 
+async def test_code_that_logged_its_error_and_printed_a_fallback_fails_its_step() -> None:
+    """A fetch that failed, caught and logged, then "Page title: null": the printed line is
+    no result, whatever else the code printed."""
+    from agent_py.core.tool import ToolContext, ToolError
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
+    code = (
+        "let title = null;\n"
+        "try { null.title; } catch (e) { console.error('Error fetching page:', e.name); }\n"
+        "console.log('Page title: ' + title);"
+    )
+    with pytest.raises(ToolError) as failure:
+        await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert str(failure.value) == (
+        "the code gave no value and logged an error: [error] Error fetching page: TypeError"
+    )
+
+
+async def test_code_that_logged_an_error_and_returned_its_result_runs() -> None:
+    from agent_py.core.tool import ToolContext
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
+    code = "console.error('first try failed'); return 7;"
+    result = await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert result.data == 7
+
+
 async def test_code_that_prints_null_beside_its_result_runs() -> None:
     from agent_py.core.tool import ToolContext
 
@@ -178,6 +205,9 @@ class CountingRunner:
         "[3, 8, 15, 4]",
         "console.log(6.75);",
         "return [];",
+        "function total() {\n  return 11;\n}",  # the number inside a function, uncalled
+        "function total() { return 11; }\nreturn total();",
+        "async function main() { return 11; }\nconsole.log(await main());",
     ],
 )
 async def test_code_that_only_gives_back_numbers_written_into_it_is_refused(code: str) -> None:
@@ -189,6 +219,47 @@ async def test_code_that_only_gives_back_numbers_written_into_it_is_refused(code
     with pytest.raises(ToolError, match=refused):
         await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
     assert runner.calls == 0
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "return 'Email sent to bob@example.com';",
+        "return 'Hello, Bob! ' + 'Subject: Hello';",  # text joined is still text written in
+        'function weather() {\n  return "Sunny, 20°C in Oslo.";\n}',
+        "function weather() { return 'Sunny'; }\nweather();",
+        "return {status: 'booked', table: 2};",
+    ],
+)
+async def test_with_refuse_constant_text_code_that_only_gives_back_its_text_is_refused(
+    code: str,
+) -> None:
+    """How a model fakes what no tool can do: the weather or a sent email written as text."""
+    from agent_py.core.tool import ToolContext, ToolError
+
+    runner = CountingRunner()
+    tool = JavascriptExecutor(runner, timeout_s=5, refuse_constant_text=True)
+    with pytest.raises(ToolError, match="the code only gives back text written into it"):
+        await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert runner.calls == 0
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "return 'stressed'.split('').reverse().join('');",
+        "return 'Hello, ' + name;",
+        "function shout() { const word = 'hello'; return word.toUpperCase(); }",
+        "function a() { return 'x'; }\nfunction b() { return a() + 'y'; }",
+    ],
+)
+async def test_with_refuse_constant_text_code_that_works_on_text_runs(code: str) -> None:
+    from agent_py.core.tool import ToolContext
+
+    runner = CountingRunner()
+    tool = JavascriptExecutor(runner, timeout_s=5, refuse_constant_text=True)
+    await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert runner.calls == 1
 
 
 @pytest.mark.parametrize(

@@ -150,7 +150,10 @@ async def test_a_huge_allocation_fails_cleanly() -> None:
     assert "MemoryError" in result.error or "ended abnormally" in result.error
 
 
-@pytest.mark.parametrize("code", ["6.75", "print(9)", "[4, 8, 15]"])
+@pytest.mark.parametrize(
+    "code",
+    ["6.75", "print(9)", "[4, 8, 15]", "def total():\n    return 11\n\nprint(total())"],
+)
 async def test_code_that_only_gives_back_numbers_written_into_it_is_refused(code: str) -> None:
     with pytest.raises(ToolError, match="computes nothing: write the calculation itself in Python"):
         await run_tool(code)
