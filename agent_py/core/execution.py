@@ -141,6 +141,21 @@ def example_copied(value: str, question: str) -> str | None:
     return None
 
 
+def example_task_copied(goal: str, question: str) -> str | None:
+    """The task of the worked example whose text ``goal`` (a plan's task or step goal) is,
+    word for word, when that task is not ``question``; else None.
+
+    A corrected plan may take a worked example's task whole as a task of its own ("Use
+    JavaScript to list the odd numbers below 8, then add them up"), and its result would be
+    reported as the answer to another question."""
+    copied = _words(goal).rstrip(".")
+    for example in examples()["plan"]:
+        task = str(example["task"])
+        if _words(task).rstrip(".") == copied and _words(task) != _words(question):
+            return task
+    return None
+
+
 class StepExecutor:
     def __init__(
         self,
@@ -281,7 +296,9 @@ class StepExecutor:
             if tool.code_language is not None:
                 self._check_own_data(tool, arguments, question, earlier)
             if self.examples:
-                self._check_not_an_example(tool, arguments, question)
+                self._check_not_an_example(
+                    tool, arguments, question, (task.task_goal, step.step_goal)
+                )
             repeated = memory.guarded.get(CallMemory.signature(tool.name, arguments))
             if repeated is not None:
                 raise ToolError(
@@ -340,15 +357,22 @@ class StepExecutor:
             )
 
     @staticmethod
-    def _check_not_an_example(tool: ToolBase, arguments: dict[str, Any], question: str) -> None:
-        """Fail a step whose input is a worked example's, word for word, for another task
-        (``example_copied``)."""
+    def _check_not_an_example(
+        tool: ToolBase, arguments: dict[str, Any], question: str, goals: tuple[str, str]
+    ) -> None:
+        """Fail a step whose input is a worked example's, word for word, or whose task or
+        step goal is a worked example's task, for another task (``example_copied``,
+        ``example_task_copied``)."""
         main = main_input_property(tool.input_schema)
         value = arguments.get(main) if main is not None else None
+        copied = "input"
         example = example_copied(value, question) if isinstance(value, str) else None
+        for goal in goals:
+            if example is None:
+                copied, example = "task", example_task_copied(goal, question)
         if example is not None:
             raise ToolError(
-                f"{tool.name} was not run: its input is copied from the worked example for "
+                f"{tool.name} was not run: its {copied} is copied from the worked example for "
                 f"'{example}', not written for this task; write it for the task, or decline "
                 "the task when no tool can do it"
             )

@@ -4,6 +4,7 @@ step, and code that copies its tool's example data fails its step."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from agent_py.core.answer_checks import (
     days_in_milliseconds,
     example_data_copied,
 )
-from agent_py.core.execution import example_copied
+from agent_py.core.execution import example_copied, example_task_copied
 from agent_py.core.llm import CallInfo, Message
 from agent_py.core.profiles import FULL, SMALL
 from agent_py.core.step_action import looks_like_code
@@ -318,6 +319,44 @@ def test_a_time_in_milliseconds_is_a_whole_number_of_hours_from_dates(
     assert days_in_milliseconds(code, value, question) == days
 
 
+ODD_NUMBERS = "Use JavaScript to list the odd numbers below 8, then add them up with JavaScript."
+
+
+async def test_a_task_copied_from_a_worked_example_fails_for_another_task() -> None:
+    """Seen: a corrected plan for the weather in Oslo took the example's task whole as its
+    second task, and the run completed with the example's sum, 16."""
+    copied = {
+        "task_id": "t2",
+        "task_goal": ODD_NUMBERS.rstrip("."),
+        "steps": [
+            inline("s2", "javascript_execute", "return [1, 3, 5, 7].reduce((a, b) => a + b);")
+        ],
+    }
+    plans = iter(
+        [
+            plan_reply([inline("s1", "javascript_execute", "return oslo.weather;")]),
+            "<plan>" + json.dumps({"tasks": [copied]}) + "</plan>",
+        ]
+    )
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": lambda messages, call: next(plans),
+            "arguments": "```javascript\nreturn oslo.weather;\n```",  # the code written again
+        }
+    )
+    agent, sink = make_agent(llm, *default_tools(), config=SMALL_CONFIG)
+
+    result = await agent.task("What's the weather like in Oslo right now?")
+
+    assert result.state is AgentState.FAILED
+    assert of_type(sink.events, EventType.STEP_FAILED)[-1].content == (
+        "javascript_execute was not run: its task is copied from the worked example for "
+        f"'{ODD_NUMBERS}', not written for this task; write it for the task, or decline the "
+        "task when no tool can do it"
+    )
+    assert example_task_copied(ODD_NUMBERS, "What's the weather?") == ODD_NUMBERS
+
+
 async def test_a_step_input_copied_from_a_worked_example_fails_for_another_task() -> None:
     """The small profile's plans follow worked examples: a step whose input is an example's,
     word for word, did that example's task, not this one."""
@@ -342,6 +381,8 @@ async def test_a_step_input_copied_from_a_worked_example_fails_for_another_task(
         "when no tool can do it"
     )
     # The example's own task may use it, and so may any profile without examples.
+    assert example_task_copied("Use JavaScript to list the odd numbers below 8", "Hi.") is None
+    assert example_task_copied(ODD_NUMBERS.upper().rstrip("."), ODD_NUMBERS) is None
     assert example_copied(poem.upper(), poem) is None
     assert example_copied(poem, "Say hello.") == poem
     assert example_copied("no tool here can switch lights", "Say hello.") is None
