@@ -170,15 +170,16 @@ def _held(number: float, values: set[float]) -> bool:
     return number.is_integer() and bool({number - 1, number + 1} & values)
 
 
-def _strings(value: Any) -> Iterable[str]:
+def text_values(value: Any) -> Iterable[str]:
+    """The strings of ``value`` (tool arguments), and its numbers as text, at any depth."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for item in value.values():
-            yield from _strings(item)
+            yield from text_values(item)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _strings(item)
+            yield from text_values(item)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         yield repr(value)
 
@@ -188,7 +189,7 @@ def data_left_out(question: str, calls: Iterable[Any]) -> list[str]:
     arguments) holds: a text as it is, ignoring case; a number as a number of the same value
     (``_held``)."""
     quoted, numbers = question_data(question)
-    given = "\n".join(text for call in calls for text in _strings(call))
+    given = "\n".join(text for call in calls for text in text_values(call))
     folded = given.casefold()
     values = {_value(m.group()) for pattern in (_GROUPED, _PLAIN) for m in pattern.finditer(given)}
     missing = [f"'{text}'" for text in quoted if text.casefold() not in folded]
@@ -217,7 +218,7 @@ def arguments_from_nowhere(arguments: dict[str, Any], sources: Iterable[str]) ->
     twelve) or a text found there ignoring case. A model asked to fill in a tool that does
     not fit its task invents the values (``add(a=0, b=0)`` to "delete Zubrowka"); a call that
     fits takes at least one value from the task or from what the steps found."""
-    values = [value.strip() for value in _strings(arguments) if value.strip()]
+    values = [value.strip() for value in text_values(arguments) if value.strip()]
     text = "\n".join(sources)
     folded = text.casefold()
     numbers = _numbers_in(text)

@@ -28,6 +28,7 @@ from agent_py.core.profiles import Strategy
 from agent_py.core.prompts import render
 from agent_py.core.registry import ToolRegistry
 from agent_py.core.rescues import (
+    chained,
     code_written_again,
     describe_failures,
     founded,
@@ -158,6 +159,7 @@ class PlanAndRethink:
             )
             if not pending:
                 last = self._founded(question, earlier, last, task)
+                last = self._chained(run, earlier, last, task)
             if self.strategy.code_call_after_failure:
                 last = await code_written_again(
                     self.executor,
@@ -172,6 +174,7 @@ class PlanAndRethink:
                 )
                 if not pending:
                     last = self._founded(question, earlier, last, task)
+                    last = self._chained(run, earlier, last, task)
             run.outcomes.extend(last)
             memory.remember(last)
             succeeded = all(o.ok for o in last)
@@ -316,6 +319,28 @@ class PlanAndRethink:
         if not (self.strategy.answer_from_single_step and self.strategy.data_check):
             return outcomes
         return founded(question, earlier, outcomes, task, self.recorder)
+
+    def _chained(
+        self,
+        run: PlanRun,
+        earlier: list[StepOutcome],
+        outcomes: list[StepOutcome],
+        task: TaskSchema,
+    ) -> list[StepOutcome]:
+        """The last task's outcomes, checked for earlier results of its plan that its result,
+        the answer, leaves out (:func:`~agent_py.core.rescues.chained`)."""
+        if not (self.strategy.answer_from_single_step and self.strategy.chain_check):
+            return outcomes
+        ids = {o.step.step_id for o in outcomes}
+        plan_steps = next(
+            (
+                frozenset(s.step_id for s in plan.steps())
+                for plan in reversed(run.plans)
+                if ids <= {s.step_id for s in plan.steps()}
+            ),
+            frozenset[str](),
+        )
+        return chained(earlier, outcomes, plan_steps, task, self.recorder)
 
     def _reflected(
         self,

@@ -82,6 +82,11 @@ class Strategy(BaseModel):
     from calls that left some out fails its step (``answer_checks.data_left_out``). Catches a
     tiny model's answer about something else; can refuse a stronger model's right answer
     that did not need every number (an example sequence, a pasted list)."""
+    chain_check: bool = False
+    """With ``answer_from_single_step``: the handed-over result fails its step when an earlier
+    step of the same plan found something that no later step used (``rescues.chained``):
+    the answer would leave that work out, as a count of a country's letters where the plan
+    found its capital first."""
     refuse_constant_text: bool = False
     """Code tools refuse code that only gives back text written into it (``return 'Hello,
     Bob!';``), as they always refuse code that only gives back numbers: it computes nothing,
@@ -172,6 +177,7 @@ SMALL = TINY.model_copy(
                 "data_check": False,
                 "tool_hint": True,
                 "refuse_constant_text": True,
+                "chain_check": True,
             }
         ),
     }

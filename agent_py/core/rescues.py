@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from agent_py.core.answer_checks import data_left_out
+from agent_py.core.answer_checks import data_left_out, text_values
 from agent_py.core.concurrency import run_together
 from agent_py.core.events import EventType
 from agent_py.core.execution import CallMemory, StepExecutor, StepOutcome
 from agent_py.core.history import EventRecorder
 from agent_py.core.parsing import RethinkStatus
-from agent_py.core.plan import TaskSchema
+from agent_py.core.plan import TaskSchema, step_references
 from agent_py.core.tool import ToolResult
 
 
@@ -50,6 +50,70 @@ def founded(
         left_out=missing,
     )
     return [replace(outcome, result=ToolResult(why, is_error=True))]
+
+
+def chained(
+    earlier: list[StepOutcome],
+    outcomes: list[StepOutcome],
+    plan_steps: frozenset[str],
+    task: TaskSchema,
+    recorder: EventRecorder,
+) -> list[StepOutcome]:
+    """The last task's ``outcomes``, its one step failed when its result would be handed to
+    the user as it is (Strategy.answer_from_single_step) but an earlier step of the same plan
+    (``plan_steps``) found something that no step after it used: the answer leaves that
+    work out (the capital found, then the letters of the country's name counted instead).
+
+    A step uses an earlier result when it refers to it (``${s1}``) or its arguments hold
+    the result's text, ignoring case (code that wrote the value in)."""
+    answer = single_step_answer(outcomes)
+    if answer is None:
+        return outcomes
+    after = [*earlier, *outcomes]
+    unused = [
+        o
+        for index, o in enumerate(earlier)
+        if o.ok and o.step.step_id in plan_steps and not _used(o, after[index + 1 :])
+    ]
+    if not unused:
+        return outcomes
+    found = ", ".join(
+        f"{o.step.step_id} found {_shown(o.result.reference_text().strip(), 40)}" for o in unused
+    )
+    refs = ", ".join(f"${{{o.step.step_id}}}" for o in unused)
+    why = (
+        f"its result {_shown(answer)} leaves out what the earlier steps found ({found}): no "
+        f"step after them used it; use it as {refs} where the task needs it"
+    )
+    outcome = outcomes[0]
+    recorder.emit(
+        EventType.STEP_FAILED,
+        why,
+        step=outcome.step.step_id,
+        task=task.task_id,
+        tool=outcome.step.tool_name,
+        seconds=round(outcome.seconds, 4),
+        thought=outcome.thought,
+        unused=[o.step.step_id for o in unused],
+    )
+    return [replace(outcome, result=ToolResult(why, is_error=True))]
+
+
+def _used(outcome: StepOutcome, later: list[StepOutcome]) -> bool:
+    """Whether a step of ``later`` refers to ``outcome`` or was given its result's text
+    (compared without case or whitespace: code writes [1,3] for [1, 3])."""
+    text = _squeezed(outcome.result.reference_text())
+    for other in later:
+        if outcome.step.step_id in step_references(other.step):
+            return True
+        given = "\n".join(text_values(other.arguments)) if other.arguments is not None else ""
+        if text and text in _squeezed(given):
+            return True
+    return False
+
+
+def _squeezed(text: str) -> str:
+    return "".join(text.split()).casefold()
 
 
 async def code_written_again(

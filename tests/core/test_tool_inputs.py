@@ -397,3 +397,79 @@ async def test_a_step_input_copied_from_a_worked_example_fails_for_another_task(
         *default_tools(),
     )
     assert (await agent.task("Say hello.")).state is AgentState.COMPLETED
+
+
+def two_task_plan(code: str) -> str:
+    """Find the capital of Freedonia, then run ``code`` in a later task."""
+    return (
+        "<plan>"
+        + json.dumps(
+            {
+                "tasks": [
+                    {
+                        "task_id": "t1",
+                        "task_goal": "find it",
+                        "steps": [inline("s1", "atlas__capital", "Freedonia")],
+                    },
+                    {
+                        "task_id": "t2",
+                        "task_goal": "count",
+                        "steps": [inline("s2", "javascript_execute", code)],
+                    },
+                ]
+            }
+        )
+        + "</plan>"
+    )
+
+
+QUESTION = "Find the capital of Freedonia, then use JavaScript to write it in upper case."
+
+
+async def test_an_answer_that_leaves_out_what_an_earlier_step_found_is_written_again() -> None:
+    """Seen: the capital found (s1), then the letters of the country's name counted (s2): 8
+    was reported, and the capital never reached the answer (here: the country's name in
+    upper case). The last step fails saying so,
+    and its code is written again in a call that shows the earlier results."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": two_task_plan("return 'Freedonia'.toUpperCase();"),
+            "arguments": "```javascript\nreturn 'Fredville'.toUpperCase();\n```",
+        }
+    )
+    agent, sink = make_agent(llm, Capital(), *default_tools(), config=SMALL_CONFIG)
+
+    result = await agent.task(QUESTION)
+
+    assert result.state is AgentState.COMPLETED and result.answer == "FREDVILLE"
+    assert of_type(sink.events, EventType.STEP_FAILED)[0].content == (
+        "its result FREEDONIA leaves out what the earlier steps found (s1 found Fredville): no "
+        "step after them used it; use it as ${s1} where the task needs it"
+    )
+    code_call = next(m for m, call in llm.calls if call.purpose == "arguments")
+    assert "Fredville" in code_call[-1]["content"]
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["return '${s1}'.toUpperCase();", "return 'FREDVILLE';", "return 'fredville'.toUpperCase();"],
+)
+async def test_an_answer_that_uses_the_earlier_result_is_the_answer(code: str) -> None:
+    llm = ScriptedLLM.replaying({"plan": two_task_plan(code)})
+    agent, sink = make_agent(llm, Capital(), *default_tools(), config=SMALL_CONFIG)
+
+    result = await agent.task(QUESTION)
+
+    assert result.state is AgentState.COMPLETED
+    assert not of_type(sink.events, EventType.STEP_FAILED)
+
+
+async def test_without_the_chain_check_the_last_result_is_the_answer() -> None:
+    strategy = SMALL.strategy.model_copy(update={"chain_check": False})
+    config = AgentConfig(plan_shape=SMALL.plan_shape, strategy=strategy, budgets=SMALL.budgets)
+    llm = ScriptedLLM.replaying({"plan": two_task_plan("return 'Freedonia'.toUpperCase();")})
+    agent, _ = make_agent(llm, Capital(), *default_tools(), config=config)
+
+    result = await agent.task(QUESTION)
+
+    assert result.state is AgentState.COMPLETED and result.answer == "FREEDONIA"
