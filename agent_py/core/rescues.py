@@ -5,6 +5,7 @@ data, and code the plan wrote that failed is written again in a call of its own.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from agent_py.core.answer_checks import data_left_out, text_values
 from agent_py.core.concurrency import run_together
@@ -37,19 +38,7 @@ def founded(
         f"its result {_shown(answer)} cannot answer the task: no step was given "
         f"{_listed(missing)} from the task"
     )
-    outcome = outcomes[0]
-    # The step was reported done; it now shows as failed, with the reason.
-    recorder.emit(
-        EventType.STEP_FAILED,
-        why,
-        step=outcome.step.step_id,
-        task=task.task_id,
-        tool=outcome.step.tool_name,
-        seconds=round(outcome.seconds, 4),
-        thought=outcome.thought,
-        left_out=missing,
-    )
-    return [replace(outcome, result=ToolResult(why, is_error=True))]
+    return [_failed_after_all(outcomes[0], why, task, recorder, left_out=missing)]
 
 
 def chained(
@@ -85,7 +74,14 @@ def chained(
         f"its result {_shown(answer)} leaves out what the earlier steps found ({found}): no "
         f"step after them used it; use it as {refs} where the task needs it"
     )
-    outcome = outcomes[0]
+    unused_ids = [o.step.step_id for o in unused]
+    return [_failed_after_all(outcomes[0], why, task, recorder, unused=unused_ids)]
+
+
+def _failed_after_all(
+    outcome: StepOutcome, why: str, task: TaskSchema, recorder: EventRecorder, **meta: Any
+) -> StepOutcome:
+    """``outcome``, reported done, now failed with ``why``; the failure is reported too."""
     recorder.emit(
         EventType.STEP_FAILED,
         why,
@@ -94,9 +90,9 @@ def chained(
         tool=outcome.step.tool_name,
         seconds=round(outcome.seconds, 4),
         thought=outcome.thought,
-        unused=[o.step.step_id for o in unused],
+        **meta,
     )
-    return [replace(outcome, result=ToolResult(why, is_error=True))]
+    return replace(outcome, result=ToolResult(why, is_error=True))
 
 
 def _used(outcome: StepOutcome, later: list[StepOutcome]) -> bool:
