@@ -213,22 +213,13 @@ class PlanAndRethink:
             if not decision.unreadable:
                 text = decision.final or decision.status.value
                 self._reflected(text, decision.status, adopted, task=task.task_id)
-            if (
-                decision.status is RethinkStatus.CONTINUE
-                and not pending
-                and not succeeded
-                and not retried
-            ):
-                # "continue" with no step left after a failure leaves the task undone: ask
-                # once for a corrected plan that shows the errors, as the small profiles do.
+            gave_up = self._gave_up_untried(decision.status, pending, run)
+            if gave_up is not None and not succeeded and not retried:
+                # Ask once for a corrected plan that shows the errors, as the small profiles
+                # do, before a failed step ends the run.
                 retried = True
                 corrected = await self._corrected(
-                    conversation,
-                    last,
-                    run,
-                    memory,
-                    question,
-                    "a step failed and none is left: planned again",
+                    conversation, last, run, memory, question, gave_up
                 )
                 if corrected is not None:
                     pending = corrected
@@ -283,6 +274,20 @@ class PlanAndRethink:
             recorder=self.recorder,
             on_reviewing=lambda: self._on_state(AgentState.REVIEWING),
         )
+
+    @staticmethod
+    def _gave_up_untried(
+        status: RethinkStatus, pending: list[TaskSchema], run: PlanRun
+    ) -> str | None:
+        """Why a rethink after a failed step would end the run before any other plan was
+        tried, or None. "continue" with no step left leaves the task undone. "failed" before
+        any re-plan takes a model's slip for an impossible task: a 1.5B model wrote how to
+        fix its code (call the function it only defined) as its reason to give up."""
+        if status is RethinkStatus.CONTINUE and not pending:
+            return "a step failed and none is left: planned again"
+        if status is RethinkStatus.FAILED and run.replans == 0:
+            return "a step failed and the rethink gave up before any other plan: planned again"
+        return None
 
     async def _corrected(
         self,

@@ -488,6 +488,58 @@ async def test_continue_with_no_step_left_after_a_failure_asks_for_a_corrected_p
     assert result.stats.replans == 1
 
 
+async def test_a_rethink_that_gives_up_before_any_other_plan_gets_one_corrected_plan() -> None:
+    """A rethink that says "failed" right after a failed step, with no other plan tried,
+    gets one corrected plan showing the error (a 1.5B model gave up with the fix in hand)."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": [
+                plan_reply([step("s1", "echo", {"text": "fail", "times": 1})]),
+                plan_reply([step("s2", "echo", {"text": "fixed", "times": 1})]),
+            ],
+            "rethink": [
+                "<status>failed</status><final>call it with the right text</final>",
+                "<status>done</status><final>fixed</final>",
+            ],
+        }
+    )
+    echo = EchoTool()
+    agent, sink = make_agent(llm, echo)
+
+    result = await agent.task("echo something")
+
+    assert [call["text"] for call in echo.calls] == ["fail", "fixed"]
+    plans = [messages for messages, call in llm.calls if call.purpose is CallPurpose.PLAN]
+    assert "asked to fail" in plans[1][-1]["content"]
+    reflections = [e.content for e in of_type(sink.events, EventType.REFLECTION)]
+    assert reflections[1] == (
+        "a step failed and the rethink gave up before any other plan: planned again"
+    )
+    assert result.state is AgentState.COMPLETED, result.error
+    assert result.answer == "fixed"
+    assert result.stats.replans == 1
+
+
+async def test_a_rethink_that_gives_up_after_a_corrected_plan_ends_the_run() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "echo", {"text": "fail", "times": 1})]),
+            "rethink": "<status>failed</status><final>it keeps failing</final>",
+        }
+    )
+    echo = EchoTool()
+    agent, _ = make_agent(llm, echo)
+
+    result = await agent.task("echo something")
+
+    # One corrected plan (the same step, not run again as a repeated call), then the end.
+    assert echo.calls == [{"text": "fail", "times": 1}]
+    assert [call.purpose for _, call in llm.calls].count(CallPurpose.PLAN) == 2
+    assert result.state is AgentState.FAILED
+    assert result.error == "the task cannot be done: it keeps failing"
+    assert result.stats.replans == 1
+
+
 async def test_an_engine_bug_during_a_rethink_fails_the_run_with_the_reason() -> None:
     def rethink(messages: list[Message], call: CallInfo) -> str:
         raise TypeError("bad tensor shape")
