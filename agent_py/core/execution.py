@@ -8,6 +8,7 @@ the other steps of the task go on and the rethink can react.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from collections.abc import Mapping
@@ -167,6 +168,8 @@ class StepExecutor:
         examples: bool = False,
         fenced_code: bool = False,
         grounded_arguments: bool = False,
+        code_repair: bool = False,
+        repair_temperature: float | None = None,
     ) -> None:
         self.registry = registry
         self.model = model
@@ -175,6 +178,8 @@ class StepExecutor:
         self.examples = examples
         self.fenced_code = fenced_code
         self.grounded_arguments = grounded_arguments
+        self.code_repair = code_repair
+        self.repair_temperature = repair_temperature
 
     async def run(
         self,
@@ -290,31 +295,69 @@ class StepExecutor:
                     else:
                         arguments = await call.think(brief, results, step_ids, why_not or "")
                 outcome.thought = True
-            outcome.arguments = arguments
-            if self.grounded_arguments and tool.remote:
-                self._check_grounded(tool, step, arguments, question, earlier)
-            if tool.code_language is not None:
-                self._check_own_data(tool, arguments, question, earlier)
-            if self.examples:
-                self._check_not_an_example(
-                    tool, arguments, question, (task.task_goal, step.step_goal)
-                )
-            repeated = memory.guarded.get(CallMemory.signature(tool.name, arguments))
-            if repeated is not None:
-                raise ToolError(
-                    f"repeated call: {tool.name} with the same arguments as step {repeated}, "
-                    "just before the re-plan; it was not run again (see that step's result)"
-                )
-            await self.recorder.emit_and_wait(
-                EventType.ACTION,
-                json.dumps(arguments, ensure_ascii=False, default=str),
-                step=step.step_id,
-                tool=tool.name,
-                arguments=arguments,
+            act = functools.partial(
+                self._act, call, tool, step, task, question, earlier, memory, outcome
             )
-            outcome.result = await call.act(arguments)
-            if tool.code_language == "JavaScript" and not outcome.result.is_error:
-                self._check_not_milliseconds(arguments, outcome.result, question)
+            try:
+                await act(arguments)
+            except ToolError as error:
+                if not (write_code and self.code_repair):
+                    raise
+                self.recorder.emit(
+                    EventType.STEP_THINKING,
+                    f"the code failed: writing it again with the error ({error})",
+                    step=step.step_id,
+                    tool=tool.name,
+                )
+                async with self.model.unit(ModelRole.EXECUTOR):
+                    repaired = await call.repair_code(
+                        str(error), results, step_ids, self.repair_temperature
+                    )
+                if repaired == arguments:
+                    raise ToolError(
+                        f"{error} (the model wrote the same code again when shown the error)"
+                    ) from None
+                await act(repaired)
+
+    async def _act(
+        self,
+        call: StepAction,
+        tool: ToolBase,
+        step: StepSchema,
+        task: TaskSchema,
+        question: str,
+        earlier: list[StepOutcome],
+        memory: CallMemory,
+        outcome: StepOutcome,
+        arguments: dict[str, Any],
+    ) -> None:
+        """Check ``arguments``, then run the tool with them into ``outcome``; a ToolError
+        says why the step failed."""
+        outcome.arguments = arguments
+        if self.grounded_arguments and tool.remote:
+            self._check_grounded(tool, step, arguments, question, earlier)
+        if tool.code_language is not None:
+            self._check_own_data(tool, arguments, question, earlier)
+        if self.examples:
+            self._check_not_an_example(tool, arguments, question, (task.task_goal, step.step_goal))
+        repeated = memory.guarded.get(CallMemory.signature(tool.name, arguments))
+        if repeated is not None:
+            before = next((o for o in earlier if o.step.step_id == repeated), None)
+            gave = f": {before.result.content[:300]}" if before is not None else ""
+            raise ToolError(
+                f"repeated call: {tool.name} with the same arguments as step {repeated}, "
+                f"just before the re-plan; it was not run again (that step's result{gave})"
+            )
+        await self.recorder.emit_and_wait(
+            EventType.ACTION,
+            json.dumps(arguments, ensure_ascii=False, default=str),
+            step=step.step_id,
+            tool=tool.name,
+            arguments=arguments,
+        )
+        outcome.result = await call.act(arguments)
+        if tool.code_language == "JavaScript" and not outcome.result.is_error:
+            self._check_not_milliseconds(arguments, outcome.result, question)
 
     @staticmethod
     def _check_grounded(

@@ -85,6 +85,8 @@ class PlanAndRethink:
             examples=self.strategy.examples,
             fenced_code=self.strategy.fenced_code,
             grounded_arguments=self.strategy.grounded_arguments,
+            code_repair=self.strategy.code_repair,
+            repair_temperature=self.strategy.retry_temperature,
         )
         self._on_state = on_state
         self.plan_shape = plan_shape or PlanShape()

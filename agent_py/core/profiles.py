@@ -60,7 +60,8 @@ class Strategy(BaseModel):
     grammar, showing the errors (instead of a free-text rethink). Small models cannot write
     a readable reflection, but they can write a plan again."""
     retry_temperature: float | None = None
-    """Temperature of that corrected plan: a greedy model otherwise repeats its plan."""
+    """Temperature of that corrected plan (and of ``code_repair``'s turn): a greedy model
+    otherwise repeats its plan."""
     fenced_code: bool = False
     """A step whose tool takes source code (``ToolBase.code_language``) gets it from a
     separate call that asks for a fenced code block in plain text, not from the plan's
@@ -69,13 +70,18 @@ class Strategy(BaseModel):
     """A failed step whose code came from the plan runs once more, with its code from a
     separate call as ``fenced_code`` asks for it, before any corrected plan. A corrected plan
     in the same conversation mostly repeats the failed code; a fresh framing is another draw."""
+    code_repair: bool = False
+    """Code from a code call (``fenced_code``, ``code_call_after_failure``) that fails, its
+    checks or its run, gets one more turn of the same call, which shows the error: "the code
+    only defines sortWords(words) and never calls it" is fixed there, where a fresh draw or a
+    corrected plan repeats the code. Sampled at ``retry_temperature``, as the corrected plan."""
     answer_from_single_step: bool = False
     """When the last task is one successful step, its result is the answer (no answer
     call). With skip_rethink_on_success, a one-step task then costs one model call."""
     tool_hint: bool = False
-    """The task's plan request names the tools whose name or description shares a distinctive
-    word with it (``plan_prompts.matching_tools``): a small model otherwise takes the first
-    tool of a server (``add`` for a capital city)."""
+    """The task's plan request names the tools whose name shares a word with it
+    (``plan_prompts.matching_tools``): a small model otherwise takes the first tool of a
+    server (``add`` for a capital city)."""
     data_check: bool = False
     """With ``answer_from_single_step``: the handed-over result must come from tool calls that
     were given the question's data (its numbers, quoted texts and web addresses); a result
@@ -181,6 +187,7 @@ SMALL = TINY.model_copy(
                 "tool_hint": True,
                 "refuse_constant_text": True,
                 "chain_check": True,
+                "code_repair": True,
             }
         ),
     }

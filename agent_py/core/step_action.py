@@ -19,7 +19,7 @@ from agent_py.core import references
 from agent_py.core.concurrency import run_abandonable
 from agent_py.core.errors import InvalidArgumentsError, ReplyParseError
 from agent_py.core.grammar import fenced_code_grammar
-from agent_py.core.llm import CallOptions, CallPurpose, Message
+from agent_py.core.llm import CallOptions, CallPurpose, Message, Sampling
 from agent_py.core.parsing import extract_json
 from agent_py.core.prompts import examples, render
 from agent_py.core.tool import (
@@ -115,6 +115,8 @@ class StepAction:
         self.ctx = ctx
         self.timeout_s = tool.timeout_s or timeout_s
         self.examples = examples
+        self._code_call: list[Message] | None = None
+        """The conversation of the last ``write_code`` call, for ``repair_code``."""
 
     def literal_arguments(
         self,
@@ -241,16 +243,54 @@ class StepAction:
                 ),
             },
         ]
+        self._code_call = messages
+        return await self._code_reply(messages, main, language, results, step_ids)
+
+    async def repair_code(
+        self,
+        error: str,
+        results: Mapping[str, ToolResult],
+        step_ids: Collection[str],
+        temperature: float | None = None,
+    ) -> dict[str, Any]:
+        """The code of the last ``write_code`` call, written again after it failed with
+        ``error``: one more turn of the same conversation, which shows its code and the error,
+        sampled at ``temperature`` when one is given (a greedy model repeats its code)."""
+        messages = self._code_call
+        main = main_input_property(self.tool.input_schema)
+        language = self.tool.code_language
+        if messages is None or main is None or language is None:
+            raise InvalidArgumentsError(f"{self.tool.name} wrote no code to repair")
+        messages.append(
+            {"role": "user", "content": render("code_repair", error=error, fence=language.lower())}
+        )
+        sampling = self.ctx.model.sampling
+        if temperature is not None:
+            sampling = (sampling or Sampling()).model_copy(update={"temperature": temperature})
+        return await self._code_reply(messages, main, language, results, step_ids, sampling)
+
+    async def _code_reply(
+        self,
+        messages: list[Message],
+        main: str,
+        language: str,
+        results: Mapping[str, ToolResult],
+        step_ids: Collection[str],
+        sampling: Sampling | None = None,
+    ) -> dict[str, Any]:
+        """Ask the code call's conversation for one fenced block; its code as the arguments."""
         reply = await self.ctx.model.ask(
             messages,
             CallPurpose.ARGUMENTS,
             CallOptions(
                 tool=self.tool.name,
                 step=self.ctx.step_id,
-                sampling=self.ctx.model.sampling,  # code copies the question's values: no DRY
+                # Code copies the question's values: no DRY penalty (the free-text sampling).
+                sampling=sampling or self.ctx.model.sampling,
                 grammar=fenced_code_grammar(language.lower()),
             ),
         )
+        messages.append({"role": "assistant", "content": reply})
         code = fenced_block(reply)
         if not code:
             raise InvalidArgumentsError(f"the model wrote no {language} code")

@@ -651,6 +651,86 @@ async def test_when_the_code_call_fails_too_a_corrected_plan_follows() -> None:
     assert TINY.strategy.code_call_after_failure is True
 
 
+REPAIRING = TINY_CONFIG.model_copy(
+    update={"strategy": TINY.strategy.model_copy(update={"code_repair": True})}
+)
+UNCALLED = "```javascript\nfunction sortWords(words) { return words.sort(); }\n```"
+
+
+async def test_with_code_repair_failed_code_of_a_code_call_gets_one_turn_with_the_error() -> None:
+    called = (
+        "```javascript\nfunction sortWords(words) { return words.sort(); }\n"
+        "return sortWords(['pear', 'fig']);\n```"
+    )
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([input_step("s1", "javascript_execute", "return sort(1);")]),
+            "arguments": [UNCALLED, called],
+        }
+    )
+    agent, sink = make_agent(llm, config=REPAIRING)
+
+    result = await agent.task("Use JavaScript to sort the words pear and fig.")
+
+    assert result.state is AgentState.COMPLETED, result.error
+    assert json.loads(result.answer) == ["fig", "pear"]
+    assert result.stats.model_calls == {"plan": 1, "arguments": 2}  # no corrected plan
+    repair, options = llm.calls[-1]
+    assert options.sampling is not None and options.sampling.temperature == 0.8  # another draw
+    # The same conversation, one turn on: its own code, then the error it gave.
+    assert repair[-2] == {"role": "assistant", "content": UNCALLED}
+    assert repair[-1]["content"].startswith(
+        "That code failed: javascript_execute failed: the code only defines sortWords(words) "
+        "and never calls it"
+    )
+    assert repair[-1]["content"].endswith(
+        "Reply with the whole corrected ```javascript code block."
+    )
+    thinking = [e.content for e in of_type(sink.events, EventType.STEP_THINKING)]
+    assert thinking[-1].startswith("the code failed: writing it again with the error")
+
+
+async def test_code_written_again_unchanged_when_shown_the_error_fails_its_step() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([input_step("s1", "javascript_execute", "return sort(1);")]),
+            "arguments": UNCALLED,
+            "rethink": "<status>failed</status><final>no luck</final>",
+        }
+    )
+    config = REPAIRING.model_copy(
+        update={"strategy": REPAIRING.strategy.model_copy(update={"replan_after_failure": False})}
+    )
+    agent, _ = make_agent(llm, config=config)
+
+    result = await agent.task("Use JavaScript to sort the words pear and fig.")
+
+    assert result.state is AgentState.FAILED
+    assert result.steps[0].output.endswith(
+        "(the model wrote the same code again when shown the error)"
+    )
+    assert result.stats.model_calls == {"plan": 1, "arguments": 2}
+
+
+async def test_without_code_repair_a_failed_code_call_gets_no_second_turn() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([input_step("s1", "javascript_execute", "return sort(1);")]),
+            "arguments": UNCALLED,
+        }
+    )
+    config = TINY_CONFIG.model_copy(
+        update={"strategy": TINY.strategy.model_copy(update={"replan_after_failure": False})}
+    )
+    agent, _ = make_agent(llm, config=config)
+
+    result = await agent.task("Use JavaScript to sort the words pear and fig.")
+
+    assert result.state is AgentState.FAILED
+    assert result.stats.model_calls == {"plan": 1, "arguments": 1}
+    assert SMALL.strategy.code_repair and not TINY.strategy.code_repair
+
+
 def test_a_reply_without_a_fence_is_taken_whole() -> None:
     from agent_py.core.step_action import fenced_block
 

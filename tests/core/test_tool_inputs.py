@@ -349,10 +349,11 @@ async def test_a_task_copied_from_a_worked_example_fails_for_another_task() -> N
     result = await agent.task("What's the weather like in Oslo right now?")
 
     assert result.state is AgentState.FAILED
+    # The code call's code, and its repair, still ran under the copied task.
     assert of_type(sink.events, EventType.STEP_FAILED)[-1].content == (
         "javascript_execute was not run: its task is copied from the worked example for "
         f"'{ODD_NUMBERS}', not written for this task; write it for the task, or decline the "
-        "task when no tool can do it"
+        "task when no tool can do it (the model wrote the same code again when shown the error)"
     )
     assert example_task_copied(ODD_NUMBERS, "What's the weather?") == ODD_NUMBERS
 
