@@ -256,6 +256,7 @@ class StepExecutor:
         ctx = ToolContext(
             model=self.model,
             step_id=step.step_id,
+            question=question,
             thinking=self.model.thinking,
             report_progress=report_progress,
         )

@@ -46,6 +46,9 @@ class ToolContext:
     model: ModelClient
     """Ask the model (budget-fitted, recorded); only tools with uses_model need it."""
     step_id: str | None = None
+    question: str = ""
+    """The user's task as the step's own calls are told it (a follow-up's with its earlier
+    turns): the writer compares its instruction with it."""
     thinking: bool = False
     report_progress: ProgressCallback = field(default=lambda message, meta: None)
 

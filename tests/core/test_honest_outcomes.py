@@ -445,6 +445,34 @@ async def test_a_generated_text_that_declines_fails_its_step() -> None:
     )
 
 
+async def writer_given(instruction: str, question: str, text: str) -> Any:
+    """The result of a run of one llm_generator step with ``instruction``, the writer
+    answering ``text``."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "llm_generator", {"prompt": instruction})]),
+            "generate": text,
+            "rethink": CONTINUE,
+            "answer": text,
+        }
+    )
+    agent, _ = make_agent(llm, LLMGenerator())
+    return await agent.task(question)
+
+
+async def test_a_writer_that_gives_its_instruction_back_fails_its_step() -> None:
+    question = "How do you say 'thank you' in German?"
+    result = await writer_given("thank you", question, "Thank you.")
+    assert result.state is AgentState.FAILED
+    assert result.steps[0].output == (
+        "llm_generator failed: the model gave its instruction back unchanged ('Thank you.') "
+        "instead of doing it; write the instruction out in full"
+    )
+    # Where the instruction is the user's whole task, the same words may answer it.
+    result = await writer_given("Hello!", "hello", "Hello.")
+    assert result.state is AgentState.COMPLETED
+
+
 async def test_a_plan_that_declines_ends_failed_with_its_reason_and_runs_nothing() -> None:
     declines = plan_reply(
         [step("s1", "decline", {"reason": "no tool here can book tables."})],
