@@ -103,7 +103,33 @@ def unusable_answer(answer: str, instructions: Iterable[str], question: str) -> 
     refusal = refuses(answer)
     if refusal is not None:
         return f"the model says it cannot do the task: {refusal}"
+    if number_for_yes_or_no(answer, question):
+        return f"the answer {answer.strip()} says neither yes nor no to a yes-or-no question"
     return None
+
+
+# A question a user answers with yes or no opens with an auxiliary verb ("Is 221 a prime?",
+# "Does 'level' read the same backwards?"). Not a request put as a question ("Can you add…",
+# "Would you sort…"), nor a choice ("Is 17 or 19 larger?"), which a number may answer.
+_YES_NO_OPENING = re.compile(
+    r"^(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would|should|may|might)\b"
+    r"(?!\s+(?:you|u)\b)",
+    re.IGNORECASE,
+)
+_QUESTION_SENTENCE = re.compile(r"[^.?!\n]*\?")
+_BARE_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+def number_for_yes_or_no(answer: str, question: str) -> bool:
+    """True when ``answer`` is a bare number and ``question``'s last question is one a user
+    answers with yes or no: "1" for "Is 97 a prime number?" says neither."""
+    if not _BARE_NUMBER.fullmatch(answer.strip()):
+        return False
+    asked = _QUESTION_SENTENCE.findall(question)
+    if not asked:
+        return False
+    last = asked[-1].strip()
+    return bool(_YES_NO_OPENING.match(last)) and not re.search(r"\bor\b", last, re.IGNORECASE)
 
 
 # A refusal speaks of the model itself: "I'm sorry, but I can't…", "I am unable to…", "As an AI

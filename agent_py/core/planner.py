@@ -32,6 +32,7 @@ from agent_py.core.rescues import (
     code_written_again,
     describe_failures,
     founded,
+    says_yes_or_no,
     single_step_answer,
 )
 from agent_py.core.review import PlanReviewer, ReviewPolicy, reviewed
@@ -160,8 +161,7 @@ class PlanAndRethink:
                 ]
             )
             if not pending:
-                last = self._founded(question, earlier, last, task)
-                last = self._chained(run, earlier, last, task)
+                last = self._answer_checked(question, run, earlier, last, task)
             if self.strategy.code_call_after_failure:
                 last = await code_written_again(
                     self.executor,
@@ -175,8 +175,7 @@ class PlanAndRethink:
                     last_turn,
                 )
                 if not pending:
-                    last = self._founded(question, earlier, last, task)
-                    last = self._chained(run, earlier, last, task)
+                    last = self._answer_checked(question, run, earlier, last, task)
             run.outcomes.extend(last)
             memory.remember(last)
             succeeded = all(o.ok for o in last)
@@ -314,6 +313,22 @@ class PlanAndRethink:
         self._reflected(why, RethinkStatus.CHANGED, retry)
         return list(retry.tasks)
 
+    def _answer_checked(
+        self,
+        question: str,
+        run: PlanRun,
+        earlier: list[StepOutcome],
+        outcomes: list[StepOutcome],
+        task: TaskSchema,
+    ) -> list[StepOutcome]:
+        """The last task's outcomes, its one step failed where its result, handed to the user
+        as the answer (Strategy.answer_from_single_step), would not answer the task."""
+        if not self.strategy.answer_from_single_step:
+            return outcomes
+        outcomes = self._founded(question, earlier, outcomes, task)
+        outcomes = self._chained(run, earlier, outcomes, task)
+        return says_yes_or_no(question, outcomes, task, self.recorder)
+
     def _founded(
         self,
         question: str,
@@ -323,7 +338,7 @@ class PlanAndRethink:
     ) -> list[StepOutcome]:
         """The last task's outcomes, checked for the task's data where its result would be
         the answer (:func:`~agent_py.core.rescues.founded`)."""
-        if not (self.strategy.answer_from_single_step and self.strategy.data_check):
+        if not self.strategy.data_check:
             return outcomes
         return founded(question, earlier, outcomes, task, self.recorder)
 
@@ -336,7 +351,7 @@ class PlanAndRethink:
     ) -> list[StepOutcome]:
         """The last task's outcomes, checked for earlier results of its plan that its result,
         the answer, leaves out (:func:`~agent_py.core.rescues.chained`)."""
-        if not (self.strategy.answer_from_single_step and self.strategy.chain_check):
+        if not self.strategy.chain_check:
             return outcomes
         ids = {o.step.step_id for o in outcomes}
         plan_steps = next(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from agent_py.core.answer_checks import data_left_out, text_values
+from agent_py.core.answer_checks import data_left_out, number_for_yes_or_no, text_values
 from agent_py.core.concurrency import run_together
 from agent_py.core.events import EventType
 from agent_py.core.execution import CallMemory, StepExecutor, StepOutcome
@@ -39,6 +39,23 @@ def founded(
         f"{_listed(missing)} from the task"
     )
     return [_failed_after_all(outcomes[0], why, task, recorder, left_out=missing)]
+
+
+def says_yes_or_no(
+    question: str, outcomes: list[StepOutcome], task: TaskSchema, recorder: EventRecorder
+) -> list[StepOutcome]:
+    """The last task's ``outcomes``, its one step failed when its result would be handed to
+    the user as it is (Strategy.answer_from_single_step) but is a bare number for a yes-or-no
+    question (``answer_checks.number_for_yes_or_no``): code that returns 1 for "is it prime?"
+    answers neither, and a corrected plan can return true or false."""
+    answer = single_step_answer(outcomes)
+    if answer is None or not number_for_yes_or_no(answer, question):
+        return outcomes
+    why = (
+        f"its result {_shown(answer)} says neither yes nor no, and the task asks a yes-or-no "
+        "question: return true or false"
+    )
+    return [_failed_after_all(outcomes[0], why, task, recorder)]
 
 
 def chained(

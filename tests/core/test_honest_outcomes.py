@@ -15,6 +15,7 @@ from agent_py.cli.run_report import EXIT_FAILED, EXIT_OK, report_result
 from agent_py.core.answer_checks import (
     data_left_out,
     echoes_instructions,
+    number_for_yes_or_no,
     question_data,
     refuses,
     repeats_itself,
@@ -270,6 +271,61 @@ async def test_with_the_code_call_a_result_that_left_data_out_is_written_again_f
 
     assert result.state is AgentState.COMPLETED and result.answer == "12"
     assert result.stats.model_calls == {"plan": 1, "arguments": 1}
+
+
+async def test_a_number_for_a_yes_or_no_question_is_planned_again() -> None:
+    plan, seen = planner_of(["return 97 % 2;"], ["return 97 % 2 === 1;"])
+    agent, sink = make_agent(ScriptedLLM(plan), config=SMALL_REPLAN)
+
+    result = await agent.task("Is 97 a prime number?")
+
+    assert result.state is AgentState.COMPLETED and result.answer == "true"
+    why = (
+        "its result 1 says neither yes nor no, and the task asks a yes-or-no question: "
+        "return true or false"
+    )
+    assert seen[1].startswith(f"That did not work:\ns1 (javascript_execute): {why}\n")
+    assert [s.ok for s in result.steps] == [False, True]
+    s1 = [e for e in sink.events if e.step == "s1" and e.type.startswith("step_")]
+    assert [e.type for e in s1] == ["step_started", "step_completed", "step_failed"]
+
+
+async def test_a_number_for_a_yes_or_no_question_is_never_the_answer() -> None:
+    """Without a corrected plan that answers it, the run ends failed and says why."""
+    plan, _ = planner_of(["return 97 % 2;"], ["return 97 % 3;"])
+    agent, _ = make_agent(ScriptedLLM(plan), config=SMALL_REPLAN)
+    result = await agent.task("Is 97 a prime number?")
+    assert result.state is AgentState.FAILED
+    assert result.error is not None and "says neither yes nor no" in result.error
+
+    # An answer the model writes (the full profile's) is held to it as well.
+    llm = ScriptedLLM.replaying({"plan": ONE_STEP, "rethink": CONTINUE, "answer": "0"})
+    agent, _ = make_agent(llm, EchoTool())
+    result = await agent.task("Does 10 divide 100?")
+    assert (result.state, result.error) == (
+        AgentState.FAILED,
+        "the answer 0 says neither yes nor no to a yes-or-no question",
+    )
+    assert await run_with_answer("0") == (AgentState.COMPLETED, None)  # "Say a once."
+
+
+@pytest.mark.parametrize(
+    ("answer", "question", "neither"),
+    [
+        ("1", "Is 97 a prime number?", True),
+        ("0", "I have 3 cats and 2 dogs. Are there more cats than dogs?", True),
+        ("true", "Is 97 a prime number?", False),
+        ("No, 221 = 13 x 17.", "Is 221 a prime number?", False),
+        ("19", "Is 17 or 19 larger?", False),  # a choice
+        ("42", "Can you multiply 6 by 7?", False),  # a request put as a question
+        ("42", "What is 6 times 7?", False),
+        ("5", "Count the vowels in 'banana'. Is it more than 2? How many?", False),
+    ],
+)
+def test_a_yes_or_no_question_opens_with_a_verb_and_offers_no_choice(
+    answer: str, question: str, neither: bool
+) -> None:
+    assert number_for_yes_or_no(answer, question) is neither
 
 
 async def test_a_long_list_of_data_left_out_is_named_in_short() -> None:
