@@ -298,3 +298,75 @@ def days_in_milliseconds(code: str, value: Any, question: str) -> float | None:
     if abs(value) < DAY_MS or value % HOUR_MS or _ASKS_FOR_MS.search(question):
         return None
     return value / DAY_MS
+
+
+_MONTHS = (
+    "january", "february", "march", "april", "may", "june",
+    "july", "august", "september", "october", "november", "december",
+)  # fmt: skip
+_MONTH = (
+    r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"(?:,?\s+(\d{4}))?"
+_MONTH_DAY = re.compile(rf"\b{_MONTH}\s+{_DAY}\b{_YEAR}", re.IGNORECASE)
+_DAY_MONTH = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\b{_YEAR}", re.IGNORECASE)
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
+_JS_DATE = re.compile(r"(new\s+Date|Date\.UTC)\(\s*(\d{4})\s*,\s*(\d{1,2})\s*,\s*(\d{1,2})\s*[,)]")
+
+
+def _month(name: str) -> int:
+    return next(i for i, full in enumerate(_MONTHS, 1) if full.startswith(name[:3].lower()))
+
+
+def question_dates(question: str) -> set[tuple[int | None, int, int]]:
+    """The dates ``question`` writes out, as (year or None, month from 1, day): "March 3,
+    2025", "3 March", "2025-03-03"."""
+    dates: set[tuple[int | None, int, int]] = set()
+    for m in _MONTH_DAY.finditer(question):
+        dates.add((int(m.group(3)) if m.group(3) else None, _month(m.group(1)), int(m.group(2))))
+    for m in _DAY_MONTH.finditer(question):
+        dates.add((int(m.group(3)) if m.group(3) else None, _month(m.group(2)), int(m.group(1))))
+    for m in _ISO_DATE.finditer(question):
+        dates.add((int(m.group(1)), int(m.group(2)), int(m.group(3))))
+    return {d for d in dates if 1 <= d[1] <= 12 and 1 <= d[2] <= 31}
+
+
+def months_counted_from_one(code: str, question: str) -> list[tuple[str, str]]:
+    """The Dates of JavaScript ``code`` written with a month counted from 1, each with the
+    month it means: ``new Date(2025, 3, 3)`` where the question says March 3, 2025 (and not
+    April 3) is April 3, since JavaScript counts months from 0. Pairs of the Date as the code
+    wrote it and as it should be (without its hours, if it had them)."""
+    asked = question_dates(question)
+    found = []
+    for m in _JS_DATE.finditer(code):
+        year, month, day = int(m.group(2)), int(m.group(3)), int(m.group(4))
+
+        def said(month: int, year: int = year, day: int = day) -> bool:
+            return any(d[1:] == (month, day) and d[0] in (None, year) for d in asked)
+
+        if said(month) and not said(month + 1):
+            call = m.group(1)
+            found.append((f"{call}({year}, {month}, {day})", f"{call}({year}, {month - 1}, {day})"))
+    return found
+
+
+# What code prints when it catches its own failure: "File '/etc/hostname' does not exist.",
+# "Error: require is not available". After code that failed, a corrected version whose output
+# says so reports the failure; it computes no result.
+_FAILURE_REPORT = re.compile(
+    r"\b(?:does not|doesn't|did not|didn't) exist\b|\bnot (?:found|defined|available|supported)\b"
+    r"|\bno such\b|\berror\b|\bfail(?:ed|s|ure)?\b|\bunable to\b|\bcannot\b|\bcan't\b"
+    r"|\bcould not\b|\bnot allowed\b|\bpermission denied\b",
+    re.IGNORECASE,
+)
+
+
+def reports_failure(output: str) -> str | None:
+    """The line of ``output`` that reports a failure (an error, something not found or not
+    defined), or None."""
+    for line in output.splitlines():
+        if _FAILURE_REPORT.search(line):
+            return line.strip()
+    return None

@@ -20,6 +20,8 @@ from agent_py.core.answer_checks import (
     arguments_from_nowhere,
     days_in_milliseconds,
     example_data_copied,
+    months_counted_from_one,
+    reports_failure,
 )
 from agent_py.core.budget import truncate_middle
 from agent_py.core.decline import DECLINE_TOOL
@@ -319,6 +321,13 @@ class StepExecutor:
                         f"{error} (the model wrote the same code again when shown the error)"
                     ) from None
                 await act(repaired)
+                # Code "corrected" by catching its failure and printing it computes nothing.
+                reported = reports_failure(outcome.result.reference_text())
+                if reported is not None:
+                    raise ToolError(
+                        f"{error} (the corrected code only reported the failure: "
+                        f"{reported[:120]!r})"
+                    ) from None
 
     async def _act(
         self,
@@ -339,6 +348,8 @@ class StepExecutor:
             self._check_grounded(tool, step, arguments, question, earlier)
         if tool.code_language is not None:
             self._check_own_data(tool, arguments, question, earlier)
+        if tool.code_language == "JavaScript":
+            self._check_months(tool, arguments, question)
         if self.examples:
             self._check_not_an_example(tool, arguments, question, (task.task_goal, step.step_goal))
         repeated = memory.guarded.get(CallMemory.signature(tool.name, arguments))
@@ -398,6 +409,18 @@ class StepExecutor:
                 f"{tool.name} was not run: the code uses {values} from the example in the "
                 "tool's description, not a value of the task; write code for the task's own "
                 "values, or decline the task when no tool can do it"
+            )
+
+    @staticmethod
+    def _check_months(tool: ToolBase, arguments: dict[str, Any], question: str) -> None:
+        """Fail a JavaScript step whose Dates count the task's months from 1
+        (``answer_checks.months_counted_from_one``): each would be a month late."""
+        wrong = months_counted_from_one(str(arguments.get("code", "")), question)
+        if wrong:
+            raise ToolError(
+                f"{tool.name} was not run: {', '.join(w for w, _ in wrong)} is a month after "
+                "the task's date, since JavaScript counts months from 0 (January is 0): write "
+                f"{', '.join(r for _, r in wrong)}"
             )
 
     @staticmethod

@@ -15,6 +15,7 @@ from agent_py.cli.run_report import EXIT_FAILED, EXIT_OK, report_result
 from agent_py.core.answer_checks import (
     data_left_out,
     echoes_instructions,
+    months_counted_from_one,
     number_for_yes_or_no,
     question_data,
     refuses,
@@ -326,6 +327,44 @@ def test_a_yes_or_no_question_opens_with_a_verb_and_offers_no_choice(
     answer: str, question: str, neither: bool
 ) -> None:
     assert number_for_yes_or_no(answer, question) is neither
+
+
+async def test_javascript_dates_with_months_counted_from_one_are_not_run() -> None:
+    """JavaScript counts a Date's months from 0: new Date(2024, 6, 1) is August 1. Code that
+    copies the task's month numbers is refused before it runs, with the Dates to write."""
+    plan, seen = planner_of(
+        ["return (new Date(2024, 7, 1) - new Date(2024, 6, 10)) / 86400000;"],
+        ["return (new Date(2024, 6, 1) - new Date(2024, 5, 10)) / 86400000;"],
+    )
+    agent, _ = make_agent(ScriptedLLM(plan), config=SMALL_REPLAN)
+
+    result = await agent.task("How many days are there from June 10, 2024 to July 1, 2024?")
+
+    assert result.state is AgentState.COMPLETED and result.answer == "21"
+    assert result.steps[0].output == (
+        "javascript_execute was not run: new Date(2024, 7, 1), new Date(2024, 6, 10) is a "
+        "month after the task's date, since JavaScript counts months from 0 (January is 0): "
+        "write new Date(2024, 6, 1), new Date(2024, 5, 10)"
+    )
+    assert "javascript_execute was not run" in seen[1]
+
+
+@pytest.mark.parametrize(
+    ("code", "question", "wrong"),
+    [
+        ("new Date(2025, 3, 3)", "What weekday is March 3, 2025?", ["new Date(2025, 3, 3)"]),
+        ("Date.UTC(2024, 12, 25)", "Days until 25th December 2024?", ["Date.UTC(2024, 12, 25)"]),
+        ("new Date(2024, 1, 1)", "Days from 2024-01-01 to 2024-03-01?", ["new Date(2024, 1, 1)"]),
+        ("new Date(2025, 2, 3)", "What weekday is March 3, 2025?", []),  # right
+        ("new Date(2025, 3, 3)", "Is March 3 or April 3, 2025 a Monday?", []),  # April 3 asked
+        ("new Date(2026, 3, 3)", "What weekday is March 3, 2025?", []),  # another year
+        ("new Date(y, 3, 3)", "What weekday is March 3, 2025?", []),  # not written out
+    ],
+)
+def test_a_month_counted_from_one_is_the_tasks_month_number(
+    code: str, question: str, wrong: list[str]
+) -> None:
+    assert [w for w, _ in months_counted_from_one(code, question)] == wrong
 
 
 async def test_a_long_list_of_data_left_out_is_named_in_short() -> None:

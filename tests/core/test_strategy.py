@@ -12,6 +12,7 @@ from support import EchoTool, calls_for, default_tools, make_agent, of_type, pla
 
 from agent_py import AgentConfig, AgentState, EventType, PlanShape, ScriptedLLM
 from agent_py.cli.run_report import describe
+from agent_py.core.answer_checks import reports_failure
 from agent_py.core.grammar import fenced_code_grammar
 from agent_py.core.llm import CallInfo, ChatReply, Message, Sampling
 from agent_py.core.plan import (
@@ -710,6 +711,49 @@ async def test_code_written_again_unchanged_when_shown_the_error_fails_its_step(
         "(the model wrote the same code again when shown the error)"
     )
     assert result.stats.model_calls == {"plan": 1, "arguments": 2}
+
+
+async def test_code_corrected_by_printing_its_failure_fails_its_step() -> None:
+    """Seen (the 1.5B model, asked to read a file): the code failed, and its correction
+    checked for the file and printed "File ... does not exist.", which was reported done."""
+    reads = "```javascript\nreturn readFile('/notes.txt');\n```"
+    reports = (
+        "```javascript\ntry { return readFile('/notes.txt'); }\n"
+        "catch (e) { return 'File /notes.txt does not exist.'; }\n```"
+    )
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([input_step("s1", "javascript_execute", "return read(1);")]),
+            "arguments": [reads, reports],
+            "rethink": "<status>failed</status><final>no luck</final>",
+        }
+    )
+    config = REPAIRING.model_copy(
+        update={"strategy": REPAIRING.strategy.model_copy(update={"replan_after_failure": False})}
+    )
+    agent, _ = make_agent(llm, config=config)
+
+    result = await agent.task("Read the file /notes.txt and tell me what it says.")
+
+    assert result.state is AgentState.FAILED
+    output = result.steps[0].output
+    assert output.startswith("javascript_execute failed: ReferenceError: readFile is not defined")
+    assert output.endswith(
+        "(the corrected code only reported the failure: 'File /notes.txt does not exist.')"
+    )
+
+
+@pytest.mark.parametrize(
+    ("output", "report"),
+    [
+        ("File '/etc/hostname' does not exist.", True),
+        ("Error: require is not available here", True),
+        ("stdout:\nThursday", False),
+        ('["apple", "banana", "fig"]', False),
+    ],
+)
+def test_a_failure_report_says_something_failed_or_is_missing(output: str, report: bool) -> None:
+    assert (reports_failure(output) is not None) is report
 
 
 async def test_without_code_repair_a_failed_code_call_gets_no_second_turn() -> None:
