@@ -3,14 +3,19 @@
 A plan step that names this tool ends the run failed with the step's reason, before anything
 runs: a task that needs the internet, live data, the user's files or an action in the world
 (booking, buying, sending) has no honest answer here, and a model that plans code for it
-fabricates one (a booking "confirmed" by a returned object, a price it made up).
+fabricates one (a booking "confirmed" by a returned object, a price it made up). A plan task
+whose goal is such an action but whose steps only use the agent's own tools ends the run the
+same way (``action_no_tool_takes``).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
 from agent_py.core.errors import RunFailure
+from agent_py.core.plan import TaskSchema
 from agent_py.core.tool import ToolBase, ToolContext, ToolResult
 
 DECLINE_TOOL = "decline"
@@ -48,3 +53,32 @@ class Decline(ToolBase):
 def declined_because(reason: str) -> str:
     reason = " ".join(reason.split()).rstrip(".")
     return f"the task cannot be done here: {reason or 'no tool can do it'}"
+
+
+# Verbs of actions in the world, as a plan's goal opens with them ("Send an email", "Book a
+# table"): none of this agent's own tools (the writer, the code sandboxes) can take one. Not
+# verbs that also name work done here: "call" (a function), "order" (sort), "remove".
+_WORLD_ACTION = re.compile(
+    r"(?:send(?!\s+(?:me|us)\b)|book|reserve|buy|purchase|pay|post|publish|schedule|transfer"
+    r"|tweet|subscribe|submit)\s",
+    re.IGNORECASE,
+)
+
+
+def action_no_tool_takes(task: TaskSchema, own_tool: Callable[[str], bool]) -> str | None:
+    """Why ``task`` cannot be done here, or None: its goal, or a step's, is an action in the
+    world ("Send an email to Bob") and every step's tool is one of this agent's own
+    (``own_tool``: the writer, the code sandboxes), which only write text or compute; a remote
+    tool might take the action. A small model plans the writer for "send", and the email it
+    writes would be reported as sent."""
+    if not all(own_tool(step.tool_name) for step in task.steps):
+        return None
+    goals = [task.task_goal, *(step.step_goal for step in task.steps)]
+    action = next((g.strip() for g in goals if _WORLD_ACTION.match(g.strip() + " ")), None)
+    if action is None:
+        return None
+    names = ", ".join(dict.fromkeys(step.tool_name for step in task.steps))
+    return declined_because(
+        f"'{action}' is an action in the world, and no tool here can take it (the plan's "
+        f"{names} only writes text or computes)"
+    )

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent_py.core.decline import DECLINE_TOOL, TaskDeclined, declined_because
+from agent_py.core.decline import (
+    DECLINE_TOOL,
+    TaskDeclined,
+    action_no_tool_takes,
+    declined_because,
+)
 from agent_py.core.events import EventType
 from agent_py.core.execution import CallMemory
 from agent_py.core.history import EventRecorder
@@ -30,11 +35,13 @@ def adopt(
     plan_shape: PlanShape,
     merge_duplicates: bool,
     takes_code: Callable[[str], bool],
+    own_tool: Callable[[str], bool],
     recorder: EventRecorder,
 ) -> PlanSchema:
     """``plan`` as it will run, added to the run's ``plans`` (which it follows); raises
-    TaskDeclined when a step declines the task."""
-    declined = decline_reason(plan)
+    TaskDeclined when a step declines the task, or a task is an action in the world that
+    only the agent's own tools (``own_tool``) would do."""
+    declined = decline_reason(plan, own_tool)
     if declined is not None:
         plans.append(plan)
         raise TaskDeclined(declined)
@@ -78,10 +85,15 @@ def adopt(
     return plan
 
 
-def decline_reason(plan: PlanSchema) -> str | None:
-    """Why the run ends before it starts, when a step of ``plan`` declines the task."""
+def decline_reason(plan: PlanSchema, own_tool: Callable[[str], bool]) -> str | None:
+    """Why the run ends before it starts, when a step of ``plan`` declines the task or a
+    task is an action no tool here can take (``decline.action_no_tool_takes``)."""
     for step in plan.steps():
         if step.tool_name == DECLINE_TOOL:
             reason = step.input if step.input is not None else (step.arguments or {}).get("reason")
             return declined_because(str(reason or step.step_goal))
+    for task in plan.tasks:
+        reason = action_no_tool_takes(task, own_tool)
+        if reason is not None:
+            return reason
     return None

@@ -99,6 +99,12 @@ class PlanAndRethink:
         tool = self.registry.get(tool_name)
         return tool is not None and tool.code_language is not None
 
+    def _own_tool(self, tool_name: str) -> bool:
+        """Whether ``tool_name`` is one of the agent's own tools (it writes or computes here),
+        not a remote server's, which may act in the world."""
+        tool = self.registry.get(tool_name)
+        return tool is not None and not tool.remote
+
     def plan_schema(self) -> dict[str, object]:
         return self.turns.plan_schema()
 
@@ -399,6 +405,7 @@ class PlanAndRethink:
             plan_shape=self.plan_shape,
             merge_duplicates=self.strategy.merge_duplicate_steps,
             takes_code=self._takes_code,
+            own_tool=self._own_tool,
             recorder=self.recorder,
         )
         self.turns.focus_on(run.plans, conversation)

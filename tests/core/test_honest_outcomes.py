@@ -21,9 +21,10 @@ from agent_py.core.answer_checks import (
     refuses,
     repeats_itself,
 )
-from agent_py.core.decline import Decline
+from agent_py.core.decline import Decline, action_no_tool_takes
 from agent_py.core.events import FailureCause
 from agent_py.core.llm import CallInfo, Message
+from agent_py.core.plan import StepSchema, TaskSchema
 from agent_py.core.profiles import TINY
 from agent_py.core.prompts import render
 from agent_py.tools.llm_generator import LLMGenerator
@@ -566,6 +567,50 @@ async def test_a_writer_that_gives_its_instruction_back_fails_its_step() -> None
     # Where the instruction is the user's whole task, the same words may answer it.
     result = await writer_given("Hello!", "hello", "Hello.")
     assert result.state is AgentState.COMPLETED
+
+
+async def test_a_task_to_act_in_the_world_with_only_the_writer_ends_failed() -> None:
+    """Seen (the 1.5B model): "Send an email to bob@example.com saying hello." planned as a
+    task "Send an email" whose one step writes it; the email was reported as the answer, as
+    if sent. The writer and the code sandboxes cannot act in the world."""
+    plan = plan_reply(
+        [step("s1", "llm_generator", {"prompt": "Write an email to Ann saying hi."})]
+    ).replace('"task_goal": "task 1"', '"task_goal": "Send an email to Ann"')
+    agent, sink = make_agent(ScriptedLLM.replaying({"plan": plan}), LLMGenerator())
+
+    result = await agent.task("Email Ann and say hi.")
+
+    assert result.state is AgentState.FAILED and result.failure is FailureCause.TASK
+    assert result.error == (
+        "the task cannot be done here: 'Send an email to Ann' is an action in the world, and "
+        "no tool here can take it (the plan's llm_generator only writes text or computes)"
+    )
+    assert not of_type(sink.events, "step_started")  # nothing ran
+
+
+@pytest.mark.parametrize(
+    ("goal", "tool", "declined"),
+    [
+        ("Send an email to Ann", "llm_generator", True),
+        ("Book a table for two", "javascript_execute", True),
+        ("buy the cheapest ticket", "llm_generator", True),
+        ("Send an email to Ann", "mail__send", False),  # a remote tool may act
+        ("Send me a poem about rain", "llm_generator", False),  # "give me"
+        ("Call the function with 3 and 4", "javascript_execute", False),
+        ("Order the words alphabetically", "javascript_execute", False),
+        ("Write the booking request", "llm_generator", False),
+    ],
+)
+def test_an_action_in_the_world_is_a_goal_that_opens_with_its_verb(
+    goal: str, tool: str, declined: bool
+) -> None:
+    task = TaskSchema(
+        task_id="t1",
+        task_goal=goal,
+        steps=[StepSchema(step_id="s1", step_goal="do it", tool_name=tool)],
+    )
+    reason = action_no_tool_takes(task, lambda name: "__" not in name)
+    assert (reason is not None) is declined
 
 
 async def test_a_plan_that_declines_ends_failed_with_its_reason_and_runs_nothing() -> None:
