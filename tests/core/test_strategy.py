@@ -655,6 +655,10 @@ async def test_when_the_code_call_fails_too_a_corrected_plan_follows() -> None:
 REPAIRING = TINY_CONFIG.model_copy(
     update={"strategy": TINY.strategy.model_copy(update={"code_repair": True})}
 )
+# Only the repair turn: a step that still fails ends the run without a corrected plan.
+REPAIRING_ONLY = REPAIRING.model_copy(
+    update={"strategy": REPAIRING.strategy.model_copy(update={"replan_after_failure": False})}
+)
 UNCALLED = "```javascript\nfunction sortWords(words) { return words.sort(); }\n```"
 
 
@@ -699,10 +703,7 @@ async def test_code_written_again_unchanged_when_shown_the_error_fails_its_step(
             "rethink": "<status>failed</status><final>no luck</final>",
         }
     )
-    config = REPAIRING.model_copy(
-        update={"strategy": REPAIRING.strategy.model_copy(update={"replan_after_failure": False})}
-    )
-    agent, _ = make_agent(llm, config=config)
+    agent, _ = make_agent(llm, config=REPAIRING_ONLY)
 
     result = await agent.task("Use JavaScript to sort the words pear and fig.")
 
@@ -728,10 +729,7 @@ async def test_code_corrected_by_printing_its_failure_fails_its_step() -> None:
             "rethink": "<status>failed</status><final>no luck</final>",
         }
     )
-    config = REPAIRING.model_copy(
-        update={"strategy": REPAIRING.strategy.model_copy(update={"replan_after_failure": False})}
-    )
-    agent, _ = make_agent(llm, config=config)
+    agent, _ = make_agent(llm, config=REPAIRING_ONLY)
 
     result = await agent.task("Read the file /notes.txt and tell me what it says.")
 
