@@ -46,6 +46,9 @@ _CARET_POWER = re.compile(r"(?:\b\d+(?:\.\d+)?|\b[A-Za-z_]\w*|\))\s*\^\s*\d+\b")
 # prints None and nan. Code that only prints these computed nothing usable, and "null" or "{}"
 # must not pass for an answer.
 _NO_VALUE_PRINTS = frozenset({"", "null", "undefined", "NaN", "None", "nan", "{}"})
+# An error given back as the value: `fetch(url).catch((error) => error)` returns
+# "TypeError: Failed to fetch", which would be reported as the answer.
+_ERROR_VALUE = re.compile(r"(?:[A-Z][A-Za-z]*)?(?:Error|Exception)(?::\s|$)")
 # How the sandboxes mark what code wrote with console.error, and errors thrown after it returned
 # (node_runner.py, web/sandbox.html).
 _ERROR_PREFIXES = ("[error] ", "[uncaught] ")
@@ -109,12 +112,15 @@ class CodeTool(ToolBase, Generic[RunnerT]):
         self.caret_is_power = caret_is_power
 
     def refuse_no_value(self, value: Any, printed: Iterable[str]) -> None:
-        """Raises ToolError when the code gave no value (null, undefined, NaN, None) and
-        logged an error, or printed nothing but such words.
+        """Raises ToolError when the code gave back an error as its value ("TypeError: Failed
+        to fetch", from an error caught and returned), or gave no value (null, undefined, NaN,
+        None) and logged an error, or printed nothing but such words.
 
         Code that catches its error, logs it and goes on prints what it had instead
         ("Page title: null" after a failed fetch): with no value, the printed lines are its
         result, and a logged error among them means the computation failed."""
+        if isinstance(value, str) and _ERROR_VALUE.match(value.strip()):
+            raise ToolError(f"the code gave back an error, not a result: {value.strip()[:200]}")
         if value is not None and not (isinstance(value, float) and math.isnan(value)):
             return
         lines = [line.strip() for text in printed for line in text.splitlines()]

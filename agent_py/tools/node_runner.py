@@ -60,7 +60,9 @@ process.stdin.on("end", async () => {
     const AsyncFunction = (async () => {}).constructor;
     let value = await new AsyncFunction(code)();
     let text;
-    try { text = JSON.stringify(value === undefined ? null : value); }
+    // An Error as the page's sandbox shows it ("TypeError: Failed to fetch"), not as {}.
+    const errors = (k, v) => v instanceof Error ? `${v.name}: ${v.message}` : v;
+    try { text = JSON.stringify(value === undefined ? null : value, errors); }
     catch { text = JSON.stringify(String(value)); }
     if (text.length > limit) { text = JSON.stringify(text.slice(0, limit)); truncated = true; }
     finish({ value: JSON.parse(text), console: lines, truncated });

@@ -389,3 +389,29 @@ async def test_without_caret_is_power_xor_runs_as_written() -> None:
     tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
     result = await tool.run({"code": "return 5 ^ 3;"}, ToolContext(model=None))  # type: ignore[arg-type]
     assert result.data == 6
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # Seen (the 1.5B model): a fetch that failed, its error caught and given back.
+        "return Promise.reject(new TypeError('Failed to fetch')).catch((error) => error);",
+        "try { null.x; } catch (e) { return String(e); }",
+    ],
+)
+async def test_code_that_gives_back_its_error_as_the_value_fails_its_step(code: str) -> None:
+    from agent_py.core.tool import ToolContext, ToolError
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
+    with pytest.raises(ToolError) as failure:
+        await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert str(failure.value).startswith("the code gave back an error, not a result: TypeError")
+
+
+async def test_a_text_that_names_an_error_later_is_a_result() -> None:
+    from agent_py.core.tool import ToolContext
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
+    code = "return 'No Error: all ' + 'good';"
+    result = await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert result.data == "No Error: all good"
