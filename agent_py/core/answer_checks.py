@@ -49,6 +49,19 @@ def echoes_instructions(text: str, instructions: Iterable[str], *, allowed: str 
     return any(said & _shingles(instruction) for instruction in instructions)
 
 
+def _words_only(text: str) -> str:
+    """``text``'s words and digits alone, without case: "Thank you." is "thankyou"."""
+    return "".join(_WORD.findall(text.casefold()))
+
+
+def gives_instruction_back(text: str, instruction: str, question: str) -> bool:
+    """True when a writer's ``text`` is its ``instruction`` again, apart from case and
+    punctuation ("Thank you." for "thank you"), and that instruction is not the user's whole
+    ``question`` (where the same words may answer it)."""
+    given = _words_only(instruction)
+    return _words_only(text) == given and given != _words_only(question)
+
+
 def repeats_itself(text: str) -> bool:
     """True when ``text`` is one short phrase over and over: at least ``LOOP_MIN_WORDS`` words,
     and at most ``LOOP_MAX_DISTINCT`` of its three-word runs distinct; or, written without

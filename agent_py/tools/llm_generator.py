@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from agent_py.core.answer_checks import (
     before_it_starts_over,
     echoes_instructions,
+    gives_instruction_back,
     refuses,
     repeats_itself,
 )
 from agent_py.core.llm import CallOptions, CallPurpose, Message
 from agent_py.core.prompts import render
 from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult
-
-_WORD = re.compile(r"\w+")
 
 
 class LLMGenerator(ToolBase):
@@ -68,16 +66,9 @@ class LLMGenerator(ToolBase):
             raise ToolError(f"the model declined: {refusal}")
         if echoes_instructions(text, [system], allowed=instruction):
             raise ToolError("the model repeated its own instructions instead of doing the task")
-        if _squeezed(text) == _squeezed(instruction) and _squeezed(instruction) != _squeezed(
-            ctx.question
-        ):
+        if gives_instruction_back(text, instruction, ctx.question):
             raise ToolError(
                 f"the model gave its instruction back unchanged ({text.strip()[:80]!r}) "
                 "instead of doing it; write the instruction out in full"
             )
         return ToolResult(text)
-
-
-def _squeezed(text: str) -> str:
-    """``text``'s words and digits alone, without case: "Thank you." is "thank you"."""
-    return "".join(_WORD.findall(text.casefold()))
