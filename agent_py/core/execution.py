@@ -159,6 +159,20 @@ def example_task_copied(goal: str, question: str) -> str | None:
     return None
 
 
+@dataclass
+class _StepRun:
+    """One step being run: what its checks read (the step, its task, the user's question, the
+    earlier steps' outcomes, the calls of the task before a re-plan) and the outcome it fills."""
+
+    tool: ToolBase
+    step: StepSchema
+    task: TaskSchema
+    question: str
+    earlier: list[StepOutcome]
+    memory: CallMemory
+    outcome: StepOutcome
+
+
 class StepExecutor:
     def __init__(
         self,
@@ -212,9 +226,8 @@ class StepExecutor:
         try:
             if tool is None:
                 raise ToolError(self.registry.unknown_tool_message(step.tool_name))
-            await self._call(
-                tool, step, task, question, earlier, memory, step_ids, outcome, code_call, last_turn
-            )
+            run = _StepRun(tool, step, task, question, earlier, memory, outcome)
+            await self._call(run, step_ids, code_call, last_turn)
         except AgentError as exc:  # the one way out of a failed step: its message
             outcome.result = ToolResult(str(exc), is_error=True)
             outcome.engine_failed = engine_failure(exc)
@@ -226,17 +239,13 @@ class StepExecutor:
 
     async def _call(
         self,
-        tool: ToolBase,
-        step: StepSchema,
-        task: TaskSchema,
-        question: str,
-        earlier: list[StepOutcome],
-        memory: CallMemory,
+        run: _StepRun,
         step_ids: frozenset[str],
-        outcome: StepOutcome,
         code_call: bool = False,
         last_turn: ToolResult | None = None,
     ) -> None:
+        tool, step, task, question = run.tool, run.step, run.task, run.question
+        earlier, outcome = run.earlier, run.outcome
         results = {o.step.step_id: o.result for o in earlier}
         own = step.step_id
         if last_turn is not None and own not in results and own in step_references(step):
@@ -298,9 +307,7 @@ class StepExecutor:
                     else:
                         arguments = await call.think(brief, results, step_ids, why_not or "")
                 outcome.thought = True
-            act = functools.partial(
-                self._act, call, tool, step, task, question, earlier, memory, outcome
-            )
+            act = functools.partial(self._act, run, call)
             try:
                 await act(arguments)
             except ToolError as error:
@@ -329,21 +336,11 @@ class StepExecutor:
                         f"{reported[:120]!r})"
                     ) from None
 
-    async def _act(
-        self,
-        call: StepAction,
-        tool: ToolBase,
-        step: StepSchema,
-        task: TaskSchema,
-        question: str,
-        earlier: list[StepOutcome],
-        memory: CallMemory,
-        outcome: StepOutcome,
-        arguments: dict[str, Any],
-    ) -> None:
-        """Check ``arguments``, then run the tool with them into ``outcome``; a ToolError
+    async def _act(self, run: _StepRun, call: StepAction, arguments: dict[str, Any]) -> None:
+        """Check ``arguments``, then run the tool with them into ``run.outcome``; a ToolError
         says why the step failed."""
-        outcome.arguments = arguments
+        tool, step, question, earlier = run.tool, run.step, run.question, run.earlier
+        run.outcome.arguments = arguments
         if self.grounded_arguments and tool.remote:
             self._check_grounded(tool, step, arguments, question, earlier)
         if tool.code_language is not None:
@@ -351,8 +348,9 @@ class StepExecutor:
         if tool.code_language == "JavaScript":
             self._check_months(tool, arguments, question)
         if self.examples:
-            self._check_not_an_example(tool, arguments, question, (task.task_goal, step.step_goal))
-        repeated = memory.guarded.get(CallMemory.signature(tool.name, arguments))
+            goals = (run.task.task_goal, step.step_goal)
+            self._check_not_an_example(tool, arguments, question, goals)
+        repeated = run.memory.guarded.get(CallMemory.signature(tool.name, arguments))
         if repeated is not None:
             before = next((o for o in earlier if o.step.step_id == repeated), None)
             gave = f": {before.result.content[:300]}" if before is not None else ""
@@ -367,9 +365,9 @@ class StepExecutor:
             tool=tool.name,
             arguments=arguments,
         )
-        outcome.result = await call.act(arguments)
-        if tool.code_language == "JavaScript" and not outcome.result.is_error:
-            self._check_not_milliseconds(arguments, outcome.result, question)
+        run.outcome.result = await call.act(arguments)
+        if tool.code_language == "JavaScript" and not run.outcome.result.is_error:
+            self._check_not_milliseconds(arguments, run.outcome.result, question)
 
     @staticmethod
     def _check_grounded(
