@@ -14,7 +14,7 @@ from agent_py.core.model_client import ReplyBudgets
 from agent_py.core.plan import PlanShape
 from agent_py.core.profiles import DEFAULT_CPU_MODEL, ModelProfile, Strategy, profile_for
 from agent_py.core.review import ReviewPolicy
-from agent_py.tools.javascript import DEFAULT_TIMEOUT_S as JS_TIMEOUT_S
+from agent_py.tools.code import DEFAULT_TIMEOUT_S as JS_TIMEOUT_S
 
 
 def _as_in_agent(name: str) -> Any:

@@ -12,6 +12,9 @@ from agent_py.core.tool import JSONSchema, ToolBase, ToolError
 
 RunnerT = TypeVar("RunnerT")
 
+DEFAULT_TIMEOUT_S = 10.0  # a code call's time limit, unless the caller sets one
+DEFAULT_OUTPUT_LIMIT = 20_000  # characters of output kept
+
 # Code whose whole work is to give back numbers written into it: `return 42;`, `[3, 8, 15]`,
 # `print(6.75)`. It computes nothing, so its "result" is the model's own guess dressed up as a
 # tool's: refused, with what to do instead, so the step is planned again rather than trusted.
@@ -99,8 +102,8 @@ class CodeTool(ToolBase, Generic[RunnerT]):
         self,
         runner: RunnerT,
         *,
-        timeout_s: float,
-        output_limit: int,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
         refuse_constant_text: bool = False,
         caret_is_power: bool = False,
     ) -> None:

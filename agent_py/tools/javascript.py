@@ -19,9 +19,6 @@ from agent_py.tools.code import (
     javascript_uncalled_function,
 )
 
-DEFAULT_TIMEOUT_S = 10.0
-DEFAULT_OUTPUT_LIMIT = 20_000
-
 
 @dataclass
 class JSRunResult:
@@ -52,23 +49,6 @@ class JavascriptExecutor(CodeTool[JSRunner]):
     )
     input_schema = code_input_schema("JavaScript function body; use return for the result")
     code_language = "JavaScript"
-
-    def __init__(
-        self,
-        runner: JSRunner,
-        *,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        output_limit: int = DEFAULT_OUTPUT_LIMIT,
-        refuse_constant_text: bool = False,
-        caret_is_power: bool = False,
-    ) -> None:
-        super().__init__(
-            runner,
-            timeout_s=timeout_s,
-            output_limit=output_limit,
-            refuse_constant_text=refuse_constant_text,
-            caret_is_power=caret_is_power,
-        )
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         code = str(arguments["code"])

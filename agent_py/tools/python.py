@@ -22,9 +22,6 @@ from agent_py.tools.code import (
 )
 from agent_py.tools.python_driver import source
 
-DEFAULT_TIMEOUT_S = 10.0
-DEFAULT_OUTPUT_LIMIT = 20_000
-
 
 @dataclass
 class PyRunResult:
@@ -88,23 +85,6 @@ class PythonExecutor(CodeTool[PyRunner]):
     nothing_message = "the code gave no value and printed nothing"
     call_example = "%s(...) as the last line"
     start_margin_s = 30.0  # the page's sandbox loads Pyodide at a run's first call
-
-    def __init__(
-        self,
-        runner: PyRunner,
-        *,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        output_limit: int = DEFAULT_OUTPUT_LIMIT,
-        refuse_constant_text: bool = False,
-        caret_is_power: bool = False,
-    ) -> None:
-        super().__init__(
-            runner,
-            timeout_s=timeout_s,
-            output_limit=output_limit,
-            refuse_constant_text=refuse_constant_text,
-            caret_is_power=caret_is_power,
-        )
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         code = str(arguments["code"])
