@@ -1,11 +1,11 @@
 // Checks our changes to ggml's Q4_1, Q5_0 and Q8_0 matrix products and to its exp (one file, over
 // 400 lines: one job, the cases of one check, built as one program by kernel_check.sh)
 // (scripts/cpu_engine/patch_llama.py). Our Q4_1 kernels (one row and one column; two by two; four
-// rows times one, two, four or eight columns) and Q5_0 kernels (Q8_1 columns; one row; four rows
-// times one to eight columns) must each give exactly the floats of the order patch_llama.py states, written
-// here in plain C (each block's exact integer dot product, scaled in float, summed in block
-// order); the four-row Q8_0 kernels (one, two or four columns) must give exactly the floats of
-// ggml's own kernel for one row and one column, called here row by row. Both for even and odd column and row counts and any thread count; and
+// rows times one, two, four or eight columns), Q5_0 kernels (Q8_1 columns; one row; four rows
+// times one to eight columns) and Q8_0 kernels (one row; four rows times one, two or four
+// columns) must each give exactly the floats of the order patch_llama.py states, written here in
+// plain C (each block's exact integer dot product, scaled in float, summed in block order). Both
+// for even and odd column and row counts and any thread count; and
 // every product must agree with a product of the dequantized weights (so a mistake all the
 // kernels share shows too); soft_max and silu, which use exp, must agree with exp in double, and
 // flash attention over an F32 cache with attention in double.
@@ -89,9 +89,26 @@ static float q5_0_q8_1_in_order(int k, const uint8_t * x, const uint8_t * y) {
     return sum + summs;
 }
 
+// The same for one Q8_0 row and one Q8_0 column: a block is its scale d (a half) then 32 signed
+// bytes.
+static float q8_0_q8_0_in_order(int k, const uint8_t * x, const uint8_t * y) {
+    const auto half = [](const uint8_t * p) {
+        ggml_fp16_t h;
+        memcpy(&h, p, sizeof h);
+        return ggml_fp16_to_fp32(h);
+    };
+    float sum = 0.0f;
+    for (int b = 0; b < k / 32; ++b, x += 34, y += 34) {
+        int32_t sumi = 0;
+        for (int i = 0; i < 32; ++i) sumi += (int8_t) x[2 + i] * (int8_t) y[2 + i];
+        sum += (float) sumi * (half(x) * half(y));
+    }
+    return sum;
+}
+
 // Weights [k x rows] of TYPE and activations [k x columns]: the product of all columns in one
-// mul_mat and in one mul_mat per column, against the exact order (Q4_1: the plain C above, and
-// our one-row kernel; Q8_0: ggml's one-row kernel) and a float reference. Returns the failures.
+// mul_mat and in one mul_mat per column, against the exact order (the plain C above, and our
+// one-row kernel) and a float reference. Returns the failures.
 static int check_case(ggml_type type, int k, int rows, int columns, int threads) {
     ggml_init_params params = {256u * 1024 * 1024, nullptr, false};
     ggml_context * ctx = ggml_init(params);
@@ -121,6 +138,10 @@ static int check_case(ggml_type type, int k, int rows, int columns, int threads)
         printf("FAIL  Q5_0 or Q8_1 blocks are not what q5_0_q8_1_in_order reads\n");
         return 1;
     }
+    if (type == GGML_TYPE_Q8_0 && (traits->vec_dot_type != GGML_TYPE_Q8_0 || ggml_row_size(type, 32) != 34)) {
+        printf("FAIL  Q8_0 blocks are not what q8_0_q8_0_in_order reads\n");
+        return 1;
+    }
     const bool dot_forms = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0;
     std::vector<uint8_t> quantized(ggml_row_size(traits->vec_dot_type, k));
     std::vector<float> one_by_one(rows);
@@ -147,11 +168,10 @@ static int check_case(ggml_type type, int k, int rows, int columns, int threads)
             for (int r = 0; r < rows; ++r) {
                 traits->vec_dot(k, &one_by_one[r], 0, (const char *) w->data + r * w->nb[1], 0, quantized.data(), 0, 1);
                 const uint8_t * row = (const uint8_t *) w->data + r * w->nb[1];
-                if (type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0) {
-                    const float in_order = type == GGML_TYPE_Q4_1 ? q4_1_q8_1_in_order(k, row, quantized.data())
-                                                                  : q5_0_q8_1_in_order(k, row, quantized.data());
-                    out_of_order |= memcmp(&in_order, &one_by_one[r], sizeof in_order) != 0;
-                }
+                const float in_order = type == GGML_TYPE_Q4_1 ? q4_1_q8_1_in_order(k, row, quantized.data())
+                                     : type == GGML_TYPE_Q5_0 ? q5_0_q8_1_in_order(k, row, quantized.data())
+                                                              : q8_0_q8_0_in_order(k, row, quantized.data());
+                out_of_order |= memcmp(&in_order, &one_by_one[r], sizeof in_order) != 0;
             }
             const size_t size = rows * sizeof(float);
             if (out_of_order || memcmp(got, one_by_one.data(), size) != 0 || memcmp(alone, one_by_one.data(), size) != 0) ++differ;
