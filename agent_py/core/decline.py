@@ -4,8 +4,8 @@ A plan step that names this tool ends the run failed with the step's reason, bef
 runs: a task that needs the internet, live data, the user's files or an action in the world
 (booking, buying, sending) has no honest answer here, and a model that plans code for it
 fabricates one (a booking "confirmed" by a returned object, a price it made up). A plan task
-whose goal is such an action but whose steps only use the agent's own tools ends the run the
-same way (``action_no_tool_takes``).
+whose goal is such an action, or reads a file or a web page, but whose steps only use the
+agent's own tools ends the run the same way (``action_no_tool_takes``).
 """
 
 from __future__ import annotations
@@ -65,20 +65,40 @@ _WORLD_ACTION = re.compile(
 )
 
 
-def action_no_tool_takes(task: TaskSchema, own_tool: Callable[[str], bool]) -> str | None:
-    """Why ``task`` cannot be done here, or None: its goal, or a step's, is an action in the
-    world ("Send an email to Bob") and every step's tool is one of this agent's own
-    (``own_tool``: the writer, the code sandboxes), which only write text or compute; a remote
-    tool might take the action. A small model plans the writer for "send", and the email it
-    writes would be reported as sent."""
+# Reading something outside ("Read the file /etc/hostname", "Download the page
+# https://example.com", "open ~/notes.txt"): a verb of reading, then a file, a page, a URL or a
+# file path. The writer has none of them, and the code sandboxes have no files and no network.
+_REACH_OUT = re.compile(
+    r"(?:read|open|download|fetch|visit|browse|scrape|crawl|load)\s+"
+    r"(?:(?:the|this|that|my|a|an|your)\s+)?"
+    r"(?:(?:web\s*)?page|file|website|site|url|link|https?://|www\.|~?/\w|[A-Za-z]:\\)",
+    re.IGNORECASE,
+)
+
+
+def action_no_tool_takes(
+    task: TaskSchema, own_tool: Callable[[str], bool], question: str
+) -> str | None:
+    """Why ``task`` cannot be done here, or None: its goal, or a step's goal or input, is an
+    action in the world ("Send an email to Bob"), or it or the user's ``question`` reads a
+    file or a web page ("Read the file /etc/hostname"), and every step's tool is one of this
+    agent's own (``own_tool``: the writer, the code sandboxes), which only write text or
+    compute; a remote tool might do it. A small model plans the writer for "send" or "read",
+    and the email it writes would be reported as sent, the file's text it makes up as read."""
     if not all(own_tool(step.tool_name) for step in task.steps):
         return None
-    goals = [task.task_goal, *(step.step_goal for step in task.steps)]
-    action = next((g.strip() for g in goals if _WORLD_ACTION.match(g.strip() + " ")), None)
-    if action is None:
+    texts = [task.task_goal, *(step.step_goal for step in task.steps)]
+    texts += [step.input for step in task.steps if isinstance(step.input, str)]
+    texts = [" ".join(text.split()) for text in texts]
+    action = next((t for t in texts if _WORLD_ACTION.match(t + " ")), None)
+    asked = " ".join(question.split())
+    reach = next((t for t in [asked, *texts] if _REACH_OUT.match(t)), None)
+    if action is None and reach is None:
         return None
     names = ", ".join(dict.fromkeys(step.tool_name for step in task.steps))
-    return declined_because(
-        f"'{action}' is an action in the world, and no tool here can take it (the plan's "
-        f"{names} only writes text or computes)"
+    what = (
+        f"'{action}' is an action in the world, and no tool here can take it"
+        if action is not None
+        else f"'{reach}' needs a file or a web page, and no tool here can read one"
     )
+    return declined_because(f"{what} (the plan's {names} only writes text or computes)")

@@ -41,7 +41,7 @@ def adopt(
     """``plan`` as it will run, added to the run's ``plans`` (which it follows); raises
     TaskDeclined when a step declines the task, or a task is an action in the world that
     only the agent's own tools (``own_tool``) would do."""
-    declined = decline_reason(plan, own_tool)
+    declined = decline_reason(plan, own_tool, question)
     if declined is not None:
         plans.append(plan)
         raise TaskDeclined(declined)
@@ -85,15 +85,16 @@ def adopt(
     return plan
 
 
-def decline_reason(plan: PlanSchema, own_tool: Callable[[str], bool]) -> str | None:
+def decline_reason(plan: PlanSchema, own_tool: Callable[[str], bool], question: str) -> str | None:
     """Why the run ends before it starts, when a step of ``plan`` declines the task or a
-    task is an action no tool here can take (``decline.action_no_tool_takes``)."""
+    task of it, or the user's ``question``, is what no tool here can do
+    (``decline.action_no_tool_takes``)."""
     for step in plan.steps():
         if step.tool_name == DECLINE_TOOL:
             reason = step.input if step.input is not None else (step.arguments or {}).get("reason")
             return declined_because(str(reason or step.step_goal))
     for task in plan.tasks:
-        reason = action_no_tool_takes(task, own_tool)
+        reason = action_no_tool_takes(task, own_tool, question)
         if reason is not None:
             return reason
     return None

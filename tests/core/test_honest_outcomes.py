@@ -588,9 +588,35 @@ async def test_a_task_to_act_in_the_world_with_only_the_writer_ends_failed() -> 
     assert not of_type(sink.events, "step_started")  # nothing ran
 
 
+async def test_a_task_to_read_a_file_with_only_the_writer_ends_failed() -> None:
+    """Seen (the 0.5B model, after a kernel change moved its floats): "Read the file
+    /etc/hostname on this computer and tell me what it says." given whole to the writer,
+    which answered that the file says "hostname", and the run completed."""
+    question = "Read the file /etc/hostname on this computer and tell me what it says."
+    plan = plan_reply([step("s1", "llm_generator", {"prompt": question})])
+    agent, sink = make_agent(ScriptedLLM.replaying({"plan": plan}), LLMGenerator())
+
+    result = await agent.task(question)
+
+    assert result.state is AgentState.FAILED and result.failure is FailureCause.TASK
+    assert result.error == (
+        f"the task cannot be done here: '{question}' needs a file or a web page, and no tool "
+        "here can read one (the plan's llm_generator only writes text or computes)"
+    )
+    assert not of_type(sink.events, "step_started")  # nothing ran
+
+
 @pytest.mark.parametrize(
     ("goal", "tool", "declined"),
     [
+        ("Read the file /etc/hostname", "llm_generator", True),
+        ("Read the file", "llm_generator", True),  # the path only in the step's input
+        ("Download the page https://example.com", "javascript_execute", True),
+        ("open ~/notes.txt and count its lines", "python_execute", True),
+        ("Read the page https://example.com", "web__fetch", False),  # a remote tool may read
+        ("Read the text and count its words", "llm_generator", False),  # the task's own text
+        ("Read 3/4 of the list aloud", "llm_generator", False),  # a fraction, not a path
+        ("Count the words in /etc/hostname", "javascript_execute", False),  # no verb of reading
         ("Send an email to Ann", "llm_generator", True),
         ("Book a table for two", "javascript_execute", True),
         ("buy the cheapest ticket", "llm_generator", True),
@@ -609,7 +635,7 @@ def test_an_action_in_the_world_is_a_goal_that_opens_with_its_verb(
         task_goal=goal,
         steps=[StepSchema(step_id="s1", step_goal="do it", tool_name=tool)],
     )
-    reason = action_no_tool_takes(task, lambda name: "__" not in name)
+    reason = action_no_tool_takes(task, lambda name: "__" not in name, "Do it.")
     assert (reason is not None) is declined
 
 

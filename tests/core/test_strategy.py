@@ -731,7 +731,7 @@ async def test_code_corrected_by_printing_its_failure_fails_its_step() -> None:
     )
     agent, _ = make_agent(llm, config=REPAIRING_ONLY)
 
-    result = await agent.task("Read the file /notes.txt and tell me what it says.")
+    result = await agent.task("What does the file /notes.txt say?")
 
     assert result.state is AgentState.FAILED
     output = result.steps[0].output

@@ -373,7 +373,7 @@ async def test_a_step_input_copied_from_a_worked_example_fails_for_another_task(
     )
     agent, sink = make_agent(llm, *default_tools(), config=SMALL_CONFIG)
 
-    result = await agent.task("Download the page https://example.com and tell me its title.")
+    result = await agent.task("What is the title of the page at https://example.com?")
 
     assert result.state is AgentState.FAILED and "no network" in (result.error or "")
     assert of_type(sink.events, EventType.STEP_FAILED)[0].content == (
