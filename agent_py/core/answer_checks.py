@@ -291,6 +291,28 @@ def example_data_copied(code: str, description: str, sources: Iterable[str]) -> 
     return list(dict.fromkeys(copied))
 
 
+# A string literal as code writes one: 'text', "text", `text`.
+_STRING_LITERAL = re.compile(r"""'((?:[^'\\\n]|\\.)*)'|"((?:[^"\\\n]|\\.)*)"|`((?:[^`\\]|\\.)*)`""")
+QUESTION_MIN_WORDS = 3  # a literal this long or longer that is a whole question
+
+
+def question_as_data(code: str, questions: Iterable[str]) -> str | None:
+    """The first of ``questions`` (a conversation's earlier tasks) that a string literal of
+    ``code`` is, word for word apart from case and punctuation, when it has at least
+    ``QUESTION_MIN_WORDS`` words; else None.
+
+    Seen: for "Now use Python to reverse that text." after "Use JavaScript to convert the
+    word 'agent' to upper case." (→ AGENT), the code reversed the earlier task's own words.
+    A follow-up's "that" is the last result, never the user's earlier instruction."""
+    asked = {_words_only(q): q for q in questions if len(_WORD.findall(q)) >= QUESTION_MIN_WORDS}
+    for match in _STRING_LITERAL.finditer(code):
+        value = next(part for part in match.groups() if part is not None)
+        question = asked.get(_words_only(value))
+        if question is not None:
+            return question
+    return None
+
+
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
 _ASKS_FOR_MS = re.compile(r"\bmilli|\bms\b", re.IGNORECASE)

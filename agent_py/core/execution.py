@@ -21,6 +21,7 @@ from agent_py.core.answer_checks import (
     days_in_milliseconds,
     example_data_copied,
     months_counted_from_one,
+    question_as_data,
     reports_failure,
 )
 from agent_py.core.budget import truncate_middle
@@ -159,6 +160,20 @@ def example_task_copied(goal: str, question: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class FollowUp:
+    """What a follow-up's steps know of the turns before it: the last turn's result, when it
+    completed (a step's reference to itself stands for it: ``And half of that?`` planned as
+    ``return ${s1} / 2`` in s1), and the earlier turns' questions, oldest first, which no
+    step's code takes as its data."""
+
+    last_result: ToolResult | None = None
+    questions: tuple[str, ...] = ()
+
+
+NOT_A_FOLLOW_UP = FollowUp()
+
+
 @dataclass
 class _StepRun:
     """One step being run: what its checks read (the step, its task, the user's question, the
@@ -171,6 +186,7 @@ class _StepRun:
     earlier: list[StepOutcome]
     memory: CallMemory
     outcome: StepOutcome
+    follow_up: FollowUp
 
 
 class StepExecutor:
@@ -207,12 +223,11 @@ class StepExecutor:
         step_ids: frozenset[str] = frozenset(),
         *,
         code_call: bool = False,
-        last_turn: ToolResult | None = None,
+        follow_up: FollowUp = NOT_A_FOLLOW_UP,
     ) -> StepOutcome:
         """Run ``step``; ``step_ids`` are the ids of every planned step, for references.
         ``code_call``: a tool that takes code gets it from a code call (as ``fenced_code``).
-        ``last_turn``: in a follow-up, the last turn's result, which a step's reference to
-        itself stands for (``And half of that?`` planned as ``return ${s1} / 2`` in s1)."""
+        ``follow_up``: in a follow-up, what the step knows of the turns before."""
         started = time.perf_counter()
         self.recorder.emit(
             EventType.STEP_STARTED,
@@ -226,8 +241,8 @@ class StepExecutor:
         try:
             if tool is None:
                 raise ToolError(self.registry.unknown_tool_message(step.tool_name))
-            run = _StepRun(tool, step, task, question, earlier, memory, outcome)
-            await self._call(run, step_ids, code_call, last_turn)
+            run = _StepRun(tool, step, task, question, earlier, memory, outcome, follow_up)
+            await self._call(run, step_ids, code_call)
         except AgentError as exc:  # the one way out of a failed step: its message
             outcome.result = ToolResult(str(exc), is_error=True)
             outcome.engine_failed = engine_failure(exc)
@@ -242,10 +257,10 @@ class StepExecutor:
         run: _StepRun,
         step_ids: frozenset[str],
         code_call: bool = False,
-        last_turn: ToolResult | None = None,
     ) -> None:
         tool, step, task, question = run.tool, run.step, run.task, run.question
         earlier, outcome = run.earlier, run.outcome
+        last_turn = run.follow_up.last_result
         results = {o.step.step_id: o.result for o in earlier}
         own = step.step_id
         if last_turn is not None and own not in results and own in step_references(step):
@@ -345,6 +360,7 @@ class StepExecutor:
             self._check_grounded(tool, step, arguments, question, earlier)
         if tool.code_language is not None:
             self._check_own_data(tool, arguments, question, earlier)
+            self._check_not_a_question(tool, arguments, run.follow_up.questions)
         if tool.code_language == "JavaScript":
             self._check_months(tool, arguments, question)
         if self.examples:
@@ -407,6 +423,19 @@ class StepExecutor:
                 f"{tool.name} was not run: the code uses {values} from the example in the "
                 "tool's description, not a value of the task; write code for the task's own "
                 "values, or decline the task when no tool can do it"
+            )
+
+    @staticmethod
+    def _check_not_a_question(
+        tool: ToolBase, arguments: dict[str, Any], questions: tuple[str, ...]
+    ) -> None:
+        """Fail a code step whose data is an earlier task's own words
+        (``answer_checks.question_as_data``)."""
+        asked = question_as_data(str(arguments.get("code", "")), questions)
+        if asked is not None:
+            raise ToolError(
+                f"{tool.name} was not run: the code takes the words of an earlier task "
+                f"({asked!r}) as its data; in a follow-up, 'that' is the last result"
             )
 
     @staticmethod

@@ -15,7 +15,7 @@ from agent_py.core.concurrency import run_together
 from agent_py.core.conversation import TurnDigest
 from agent_py.core.errors import ReplyParseError, RunFailure
 from agent_py.core.events import AgentState, EventType
-from agent_py.core.execution import CallMemory, StepExecutor, StepOutcome
+from agent_py.core.execution import CallMemory, FollowUp, StepExecutor, StepOutcome
 from agent_py.core.history import EventRecorder
 from agent_py.core.llm import ModelRole, Usage
 from agent_py.core.messages import Message
@@ -127,10 +127,13 @@ class PlanAndRethink:
             if earlier_turns
             else question
         )
-        last_turn = (
-            ToolResult(earlier_turns[-1].answer)
-            if earlier_turns and earlier_turns[-1].state == AgentState.COMPLETED.value
-            else None
+        follow_up = FollowUp(
+            last_result=(
+                ToolResult(earlier_turns[-1].answer)
+                if earlier_turns and earlier_turns[-1].state == AgentState.COMPLETED.value
+                else None
+            ),
+            questions=tuple(turn.question for turn in earlier_turns),
         )
         system = conversation[0]["content"]
         async with self.model.unit(ModelRole.PLANNER):
@@ -161,7 +164,7 @@ class PlanAndRethink:
             last = await run_together(
                 [
                     self.executor.run(
-                        step, task, step_question, earlier, memory, step_ids, last_turn=last_turn
+                        step, task, step_question, earlier, memory, step_ids, follow_up=follow_up
                     )
                     for step in task.steps
                 ]
@@ -178,7 +181,7 @@ class PlanAndRethink:
                     earlier,
                     memory,
                     step_ids,
-                    last_turn,
+                    follow_up,
                 )
                 if not pending:
                     last = self._answer_checked(question, run, earlier, last, task)

@@ -10,7 +10,13 @@ from typing import Any
 from agent_py.core.answer_checks import data_left_out, number_for_yes_or_no, text_values
 from agent_py.core.concurrency import run_together
 from agent_py.core.events import EventType
-from agent_py.core.execution import CallMemory, StepExecutor, StepOutcome
+from agent_py.core.execution import (
+    NOT_A_FOLLOW_UP,
+    CallMemory,
+    FollowUp,
+    StepExecutor,
+    StepOutcome,
+)
 from agent_py.core.history import EventRecorder
 from agent_py.core.parsing import RethinkStatus
 from agent_py.core.plan import TaskSchema, step_references
@@ -138,7 +144,7 @@ async def code_written_again(
     earlier: list[StepOutcome],
     memory: CallMemory,
     step_ids: frozenset[str],
-    last_turn: ToolResult | None = None,
+    follow_up: FollowUp = NOT_A_FOLLOW_UP,
 ) -> list[StepOutcome]:
     """The task's outcomes, with each failed step whose code came from the plan run
     once more with its code from a code call (Strategy.code_call_after_failure)."""
@@ -163,7 +169,7 @@ async def code_written_again(
                 memory,
                 step_ids,
                 code_call=True,
-                last_turn=last_turn,
+                follow_up=follow_up,
             )
             for o in again
         ]

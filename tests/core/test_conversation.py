@@ -116,6 +116,48 @@ async def test_a_follow_ups_step_that_names_itself_uses_the_last_turns_result() 
     await fresh.close()
 
 
+async def test_a_follow_ups_code_that_takes_an_earlier_task_as_its_data_fails() -> None:
+    """Seen (the 0.5B model): "Now use Python to reverse that text." after "Use JavaScript to
+    convert the word 'agent' to upper case." (→ AGENT) ran code that reversed the earlier
+    task's own words, and the run completed with them backwards."""
+    first = "Use JavaScript to convert the word 'agent' to upper case."
+    plans = iter(
+        [
+            plan_reply(
+                [step("s1", "javascript_execute", {"code": "return 'agent'.toUpperCase();"})]
+            ),
+            plan_reply(
+                [
+                    step(
+                        "s1",
+                        "javascript_execute",
+                        {"code": f'return "{first}".split("").reverse().join("");'},
+                    )
+                ]
+            ),
+        ]
+    )
+    llm = ScriptedLLM.replaying({"plan": lambda messages, call: next(plans)})
+    config = AgentConfig(plan_shape=SMALL.plan_shape, strategy=SMALL.strategy)
+    agent, _ = make_agent(llm, *default_tools(), config=config)
+
+    assert (await agent.task(first)).answer == "AGENT"
+    second = await agent.task("Now reverse that text.")
+
+    assert second.state is AgentState.FAILED
+    assert second.steps[0].output == (
+        "javascript_execute was not run: the code takes the words of an earlier task "
+        f"({first!r}) as its data; in a follow-up, 'that' is the last result"
+    )
+    # In a first turn, the task's own words may be its data ("Count the words of this
+    # sentence."): only an earlier task's are refused.
+    own = plan_reply([step("s1", "javascript_execute", {"code": f'return "{first}".length;'})])
+    fresh, _ = make_agent(ScriptedLLM.replaying({"plan": own}), *default_tools(), config=config)
+    assert (await fresh.task(first)).state is AgentState.COMPLETED
+    await agent.close()
+    await fresh.close()
+
+
 async def test_a_session_continued_from_its_history_file(tmp_path: Path) -> None:
     """The terminal's --session FILE: a new agent (a new process) resumes the recorded
     session, under its id, as its next turn, and appends to the same file."""
