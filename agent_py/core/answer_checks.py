@@ -56,10 +56,15 @@ def _words_only(text: str) -> str:
 
 def gives_instruction_back(text: str, instruction: str, question: str) -> bool:
     """True when a writer's ``text`` is its ``instruction`` again, apart from case and
-    punctuation ("Thank you." for "thank you"), and that instruction is not the user's whole
-    ``question`` (where the same words may answer it)."""
-    given = _words_only(instruction)
-    return _words_only(text) == given and given != _words_only(question)
+    punctuation ("Thank you." for "thank you"), and that instruction is words of the user's
+    ``question`` (the text to work on, cut out of it) but not the whole question (where the
+    same words may answer it). An instruction that is not in the question is the plan's own
+    text ("Bonjour" for "Translate 'good morning' into French"), already the work done."""
+    given = [word.casefold() for word in _WORD.findall(instruction)]
+    asked = [word.casefold() for word in _WORD.findall(question)]
+    if not given or given == asked or _words_only(text) != "".join(given):
+        return False
+    return any(asked[i : i + len(given)] == given for i in range(len(asked) - len(given) + 1))
 
 
 def repeats_itself(text: str) -> bool:

@@ -69,6 +69,7 @@ class LLMGenerator(ToolBase):
         if gives_instruction_back(text, instruction, ctx.question):
             raise ToolError(
                 f"the model gave its instruction back unchanged ({text.strip()[:80]!r}) "
-                "instead of doing it; write the instruction out in full"
+                "instead of doing it: the instruction was only words cut out of the task, "
+                "not what to do with them"
             )
         return ToolResult(text)

@@ -562,10 +562,19 @@ async def test_a_writer_that_gives_its_instruction_back_fails_its_step() -> None
     assert result.state is AgentState.FAILED
     assert result.steps[0].output == (
         "llm_generator failed: the model gave its instruction back unchanged ('Thank you.') "
-        "instead of doing it; write the instruction out in full"
+        "instead of doing it: the instruction was only words cut out of the task, not what to "
+        "do with them"
     )
     # Where the instruction is the user's whole task, the same words may answer it.
     result = await writer_given("Hello!", "hello", "Hello.")
+    assert result.state is AgentState.COMPLETED
+    # An instruction that is not words of the task is the plan's own text, the work already
+    # done (seen: "Bonjour" for "Translate 'good morning' into French.", refused, and the
+    # corrected plan then made a wrong answer).
+    result = await writer_given("Bonjour", "Translate 'good morning' into French.", "Bonjour")
+    assert (result.state, result.answer) == (AgentState.COMPLETED, "Bonjour")
+    # Words of the task, but not a run of them in order: not cut out of it.
+    result = await writer_given("you thank", question, "You thank.")
     assert result.state is AgentState.COMPLETED
 
 
