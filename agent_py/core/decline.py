@@ -68,10 +68,12 @@ _WORLD_ACTION = re.compile(
 # Reading something outside ("Read the file /etc/hostname", "Download the page
 # https://example.com", "open ~/notes.txt"): a verb of reading, then a file, a page, a URL or a
 # file path. The writer has none of them, and the code sandboxes have no files and no network.
+# Not a page or file the task holds itself ("Read the page below: …").
 _REACH_OUT = re.compile(
     r"(?:read|open|download|fetch|visit|browse|scrape|crawl|load)\s+"
     r"(?:(?:the|this|that|my|a|an|your)\s+)?"
-    r"(?:(?:web\s*)?page|file|website|site|url|link|https?://|www\.|~?/\w|[A-Za-z]:\\)",
+    r"(?:(?:web\s*)?page|file|website|site|url|link|https?://|www\.|~?/\w|[A-Za-z]:\\)"
+    r"(?![^.:\n]{0,40}\b(?:below|above|following|pasted|attached|here)\b)",
     re.IGNORECASE,
 )
 

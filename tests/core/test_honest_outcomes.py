@@ -626,6 +626,8 @@ async def test_a_task_to_read_a_file_with_only_the_writer_ends_failed() -> None:
         ("Read the text and count its words", "llm_generator", False),  # the task's own text
         ("Read 3/4 of the list aloud", "llm_generator", False),  # a fraction, not a path
         ("Count the words in /etc/hostname", "javascript_execute", False),  # no verb of reading
+        ("Read the page below and give its title: <title>Hi</title>", "llm_generator", False),
+        ("Open the file pasted here and count its lines", "python_execute", False),
         ("Send an email to Ann", "llm_generator", True),
         ("Book a table for two", "javascript_execute", True),
         ("buy the cheapest ticket", "llm_generator", True),
