@@ -93,8 +93,4 @@ def decline_reason(plan: PlanSchema, own_tool: Callable[[str], bool], question: 
         if step.tool_name == DECLINE_TOOL:
             reason = step.input if step.input is not None else (step.arguments or {}).get("reason")
             return declined_because(str(reason or step.step_goal))
-    for task in plan.tasks:
-        reason = action_no_tool_takes(task, own_tool, question)
-        if reason is not None:
-            return reason
-    return None
+    return action_no_tool_takes(plan.tasks, own_tool, question)

@@ -528,16 +528,16 @@ def test_a_refusal_speaks_of_the_model_in_the_opening(answer: str, declines: boo
 async def test_a_generated_text_that_declines_fails_its_step() -> None:
     llm = ScriptedLLM.replaying(
         {
-            "plan": plan_reply([step("s1", "llm_generator", {"prompt": "Book a table."})]),
-            "generate": "I'm sorry, but I can't book tables.",
+            "plan": plan_reply([step("s1", "llm_generator", {"prompt": "Write a limerick."})]),
+            "generate": "I'm sorry, but I can't write limericks.",
             "rethink": CONTINUE,
         }
     )
     agent, _ = make_agent(llm, LLMGenerator())
-    result = await agent.task("Book a table for two.")
+    result = await agent.task("Write a limerick about a cat.")
     assert result.state is AgentState.FAILED
     assert result.steps[0].output == (
-        "llm_generator failed: the model declined: I'm sorry, but I can't book tables."
+        "llm_generator failed: the model declined: I'm sorry, but I can't write limericks."
     )
 
 
@@ -615,6 +615,26 @@ async def test_a_task_to_read_a_file_with_only_the_writer_ends_failed() -> None:
     assert not of_type(sink.events, "step_started")  # nothing ran
 
 
+async def test_a_request_for_live_data_with_only_code_ends_failed() -> None:
+    """Seen (the 0.5B model): "What's the weather like in Oslo right now?" planned as one
+    code step; its code returned a made-up forecast, and only the check on text written into
+    code stopped it, after two code calls and a second plan."""
+    question = "What's the weather like in Oslo right now?"
+    plan = plan_reply(
+        [step("s1", "javascript_execute", {"code": "return 'Cloudy, 15 degrees';"})],
+    )
+    agent, sink = make_agent(ScriptedLLM.replaying({"plan": plan}))
+
+    result = await agent.task(question)
+
+    assert result.state is AgentState.FAILED and result.failure is FailureCause.TASK
+    assert result.error == (
+        f"the task cannot be done here: '{question}' needs live data, and no tool here can "
+        "look it up (the plan's javascript_execute only writes text or computes)"
+    )
+    assert not of_type(sink.events, "step_started")
+
+
 @pytest.mark.parametrize(
     ("goal", "tool", "declined"),
     [
@@ -636,6 +656,18 @@ async def test_a_task_to_read_a_file_with_only_the_writer_ends_failed() -> None:
         ("Call the function with 3 and 4", "javascript_execute", False),
         ("Order the words alphabetically", "javascript_execute", False),
         ("Write the booking request", "llm_generator", False),
+        ("Text my sister that I am late", "llm_generator", True),
+        ("email them the minutes", "llm_generator", True),
+        ("Tell my boss I am ill", "llm_generator", True),
+        ("Text message for my sister", "llm_generator", False),  # a text to write here
+        ("Tell me a joke", "llm_generator", False),
+        ("Get the weather in Oslo right now", "javascript_execute", True),
+        ("Look up today's price of gold", "llm_generator", True),
+        ("Find the latest news headlines", "llm_generator", True),
+        ("Get the weather in Oslo right now", "weather__now", False),
+        ("Compute the price now, after 25% off", "javascript_execute", False),  # bare "now"
+        ("The current price is $80: take 25% off", "javascript_execute", False),  # its data
+        ("Find today's date", "javascript_execute", False),  # code reads the clock
     ],
 )
 def test_an_action_in_the_world_is_a_goal_that_opens_with_its_verb(
@@ -646,8 +678,45 @@ def test_an_action_in_the_world_is_a_goal_that_opens_with_its_verb(
         task_goal=goal,
         steps=[StepSchema(step_id="s1", step_goal="do it", tool_name=tool)],
     )
-    reason = action_no_tool_takes(task, lambda name: "__" not in name, "Do it.")
+    reason = action_no_tool_takes([task], lambda name: "__" not in name, "Do it.")
     assert (reason is not None) is declined
+
+
+@pytest.mark.parametrize(
+    ("question", "declined"),
+    [
+        ("What's the price of bitcoin right now?", True),
+        ("Is it raining in London at the moment?", True),
+        ("What is today's euro to dollar exchange rate?", True),
+        ("Send an email to bob@example.com saying hello.", True),
+        ("Text my sister that I'll be late.", True),
+        ("A jacket costs $80 and it's 25% off. What's the price now?", False),
+        ("How much is 100 dollars in euros right now?", False),  # a number: not caught
+        ("What's the current time in UTC?", False),
+        ("What was the price of bread in 1990?", False),
+        ("Write a short text message for my sister's birthday.", False),
+    ],
+)
+def test_a_request_no_tool_here_can_do_ends_a_plan_of_only_own_tools(
+    question: str, declined: bool
+) -> None:
+    writes = TaskSchema(
+        task_id="t1",
+        task_goal="Answer",
+        steps=[StepSchema(step_id="s1", step_goal="answer", tool_name="llm_generator")],
+    )
+    own_tool = lambda name: "__" not in name  # noqa: E731
+    reason = action_no_tool_takes([writes], own_tool, question)
+    assert (reason is not None) is declined
+    if declined:
+        assert reason is not None and f"'{question}'" in reason
+    # A remote tool in another task of the plan might do it: the request alone declines nothing.
+    looks_up = TaskSchema(
+        task_id="t2",
+        task_goal="Look it up",
+        steps=[StepSchema(step_id="s2", step_goal="look it up", tool_name="web__search")],
+    )
+    assert action_no_tool_takes([looks_up, writes], own_tool, question) is None
 
 
 async def test_a_plan_that_declines_ends_failed_with_its_reason_and_runs_nothing() -> None:

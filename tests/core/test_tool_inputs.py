@@ -242,7 +242,7 @@ async def test_code_that_copies_the_example_of_the_tools_description_fails_its_s
     code = Code()
     agent, sink = make_agent(llm, code, config=SMALL_CONFIG)
 
-    result = await agent.task("What's the weather like in Oslo right now?")
+    result = await agent.task("What colour is my neighbour's car?")
 
     assert result.state is AgentState.FAILED
     assert code.calls == []
@@ -324,7 +324,8 @@ ODD_NUMBERS = "Use JavaScript to list the odd numbers below 8, then add them up 
 
 async def test_a_task_copied_from_a_worked_example_fails_for_another_task() -> None:
     """Seen: a corrected plan for the weather in Oslo took the example's task whole as its
-    second task, and the run completed with the example's sum, 16."""
+    second task, and the run completed with the example's sum, 16. (Asked here with a question
+    that no check declines before the plan runs.)"""
     copied = {
         "task_id": "t2",
         "task_goal": ODD_NUMBERS.rstrip("."),
@@ -334,19 +335,19 @@ async def test_a_task_copied_from_a_worked_example_fails_for_another_task() -> N
     }
     plans = iter(
         [
-            plan_reply([inline("s1", "javascript_execute", "return oslo.weather;")]),
+            plan_reply([inline("s1", "javascript_execute", "return car.colour;")]),
             "<plan>" + json.dumps({"tasks": [copied]}) + "</plan>",
         ]
     )
     llm = ScriptedLLM.replaying(
         {
             "plan": lambda messages, call: next(plans),
-            "arguments": "```javascript\nreturn oslo.weather;\n```",  # the code written again
+            "arguments": "```javascript\nreturn car.colour;\n```",  # the code written again
         }
     )
     agent, sink = make_agent(llm, *default_tools(), config=SMALL_CONFIG)
 
-    result = await agent.task("What's the weather like in Oslo right now?")
+    result = await agent.task("What colour is my neighbour's car?")
 
     assert result.state is AgentState.FAILED
     # The code call's code, and its repair, still ran under the copied task.
