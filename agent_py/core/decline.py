@@ -101,12 +101,22 @@ _LIVE_DATA = re.compile(
     re.IGNORECASE,
 )
 _CLAUSE = re.compile(r"[^.;?!\n]+")
+# What a request holds rather than asks: quoted text, and what follows a colon ("Summarise:
+# The latest news from the meeting …").
+_HELD = re.compile(r"(?<!\w)'[^']*'(?!\w)|\"[^\"]*\"|“[^”]*”|:\s.*", re.DOTALL)
+# A text to write may speak of today's weather: nothing in it claims to be looked up.
+_COMPOSE = re.compile(
+    r"(?:write|draft|compose|create|invent|imagine|make\s+up|pretend)\b", re.IGNORECASE
+)
 
 
 def _asks_live_data(text: str) -> bool:
+    if _COMPOSE.match(text):
+        return False
+    asked = _HELD.sub(" ", text)
     return any(
         _LIVE_DATA.search(clause) and not re.search(r"\d", clause)
-        for clause in _CLAUSE.findall(text)
+        for clause in _CLAUSE.findall(asked)
     )
 
 

@@ -686,6 +686,7 @@ def test_an_action_in_the_world_is_a_goal_that_opens_with_its_verb(
     ("question", "declined"),
     [
         ("What's the price of bitcoin right now?", True),
+        ("What's today's price of gold in Zurich's market?", True),  # apostrophes, no quote
         ("Is it raining in London at the moment?", True),
         ("What is today's euro to dollar exchange rate?", True),
         ("Send an email to bob@example.com saying hello.", True),
@@ -695,6 +696,9 @@ def test_an_action_in_the_world_is_a_goal_that_opens_with_its_verb(
         ("What's the current time in UTC?", False),
         ("What was the price of bread in 1990?", False),
         ("Write a short text message for my sister's birthday.", False),
+        ("Write a haiku about today's weather.", False),  # a text to write, not a lookup
+        ("Summarise in one sentence: The latest news is that the shop has moved.", False),
+        ("How many words are in 'the current price is high'?", False),  # quoted data
     ],
 )
 def test_a_request_no_tool_here_can_do_ends_a_plan_of_only_own_tools(
