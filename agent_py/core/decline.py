@@ -60,11 +60,12 @@ def declined_because(reason: str) -> str:
 # an email", "Book a table"): none of this agent's own tools (the writer, the code sandboxes) can
 # take one. Not verbs that also name work done here: "call" (a function), "order" (sort),
 # "remove". Verbs of reaching a person count only with the person ("Text my sister", "Email
-# them"): "Text message for Ann" and "Call the function" are work done here.
+# them"): "Text message for Ann" and "Call the function" are work done here. Not "tell", whose
+# person is as often a story's ("Tell his story in one sentence").
 _WORLD_ACTION = re.compile(
     r"(?:(?:send(?!\s+(?:me|us)\b)|book|reserve|buy|purchase|pay|post|publish|schedule"
     r"|transfer|tweet|subscribe|submit)\s"
-    r"|(?:text|message|e-?mail|call|phone|ring|dm|tell|notify|remind|invite|contact)\s+"
+    r"|(?:text|message|e-?mail|call|phone|ring|dm|notify|remind|invite|contact)\s+"
     r"(?:my|our|his|her|him|them|everyone|everybody)\b)",
     re.IGNORECASE,
 )

@@ -658,9 +658,9 @@ async def test_a_request_for_live_data_with_only_code_ends_failed() -> None:
         ("Write the booking request", "llm_generator", False),
         ("Text my sister that I am late", "llm_generator", True),
         ("email them the minutes", "llm_generator", True),
-        ("Tell my boss I am ill", "llm_generator", True),
+        ("Notify my team of the delay", "llm_generator", True),
+        ("Tell his story in one sentence", "llm_generator", False),  # a text to write
         ("Text message for my sister", "llm_generator", False),  # a text to write here
-        ("Tell me a joke", "llm_generator", False),
         ("Get the weather in Oslo right now", "javascript_execute", True),
         ("Look up today's price of gold", "llm_generator", True),
         ("Find the latest news headlines", "llm_generator", True),
