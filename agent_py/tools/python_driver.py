@@ -7,7 +7,9 @@ interpreter never runs model code through it.
 
 The code runs as a module in a fresh namespace, as ``python file.py`` would, except that a last
 statement that is an expression gives its value, as the interactive interpreter does
-(``sum(range(10))`` gives 45). stdout and stderr are captured, within one budget.
+(``sum(range(10))`` gives 45), and that code which returns at its top level (``return 6 * 7``,
+as the JavaScript tool takes it: models write Python that way too) runs as a function's body,
+whose return value is the value. stdout and stderr are captured, within one budget.
 """
 
 # agent_py: keep this source in the page's bundle
@@ -72,12 +74,48 @@ def _value_json(value: object, limit: int) -> tuple[object, bool]:
     return text[:limit], True
 
 
+MAIN = "_python_execute_main"
+
+
+def _returns_at_top(tree: ast.Module) -> bool:
+    """Whether a ``return`` stands outside any function (Python refuses to compile it)."""
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+    def walk(node: ast.AST) -> bool:
+        return any(
+            isinstance(child, ast.Return) or (not isinstance(child, scopes) and walk(child))
+            for child in ast.iter_child_nodes(node)
+        )
+
+    return walk(tree)
+
+
+def _as_function(tree: ast.Module) -> ast.Module:
+    """The module's statements as the body of a function of no parameters, a last expression
+    returned, followed by a call of it that gives the value."""
+    body = list(tree.body)
+    if isinstance(body[-1], ast.Expr):
+        body[-1] = ast.copy_location(ast.Return(body[-1].value), body[-1])
+    # Parsed, not built, so that the node has the fields of this Python's version.
+    main = ast.parse(f"def {MAIN}():\n    pass").body[0]
+    assert isinstance(main, ast.FunctionDef)
+    main.body = body
+    # The call has no line of the code's own (line 0): a traceback shows the code's lines only.
+    call = ast.Expr(ast.Call(ast.Name(MAIN, ast.Load()), [], []))
+    for node in ast.walk(call):
+        node.lineno, node.col_offset, node.end_lineno, node.end_col_offset = 0, 0, 0, 0  # type: ignore[attr-defined]
+    module = ast.Module(body=[ast.copy_location(main, body[0]), call], type_ignores=[])
+    return ast.fix_missing_locations(module)
+
+
 def _error_text(error: BaseException) -> str:
     """The exception with the lines of the model's code only (no frames of this driver)."""
     if isinstance(error, SyntaxError) and error.filename == FILENAME:
         where = f" (line {error.lineno})" if error.lineno else ""
         return f"SyntaxError: {error.msg}{where}"
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == FILENAME]
+    frames = [
+        f for f in traceback.extract_tb(error.__traceback__) if f.filename == FILENAME and f.lineno
+    ]
     lines = [f"line {f.lineno}" + (f": {f.line}" if f.line else "") for f in frames[-3:]]
     head = "".join(traceback.format_exception_only(type(error), error)).strip()
     return "\n".join([head, *(f"  at {line}" for line in lines)])
@@ -94,6 +132,8 @@ def run_source(code: str, output_limit: int) -> str:
     sys.stdout, sys.stderr = stdout, stderr
     try:
         tree = ast.parse(code, FILENAME, "exec")
+        if _returns_at_top(tree):
+            tree = _as_function(tree)
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body[-1].value)

@@ -50,6 +50,29 @@ async def test_the_value_of_the_last_line_and_the_printed_output_come_back() -> 
     assert result.meta["stdout"] == "hi\n"
 
 
+@pytest.mark.parametrize(
+    ("code", "value"),
+    [
+        ("return 6 * 7", 42),  # as the JavaScript tool takes it (the plans' habit)
+        ("x = [4, 8, 15]\nreturn sum(x) / len(x)", 9.0),
+        ("if 221 % 13 == 0:\n    return False\nreturn True", False),
+        ("n = 3\nprint('hi')\nn * 2", 6),  # no return: the last expression, as before
+        ("def f(n):\n    return n * 2\nf(3)", 6),  # a return inside a function is its own
+    ],
+)
+async def test_code_that_returns_at_its_top_level_gives_the_returned_value(
+    code: str, value: object
+) -> None:
+    assert (await run_tool(code)).data == value
+
+
+async def test_an_error_in_code_that_returns_names_the_codes_own_line() -> None:
+    with pytest.raises(ToolError) as caught:
+        await run_tool("x = 0\nreturn 1 / x")
+    why = "ZeroDivisionError: division by zero\n  at line 2: return 1 / x"
+    assert str(caught.value).endswith(why)
+
+
 async def test_a_syntax_error_names_itself_and_its_line() -> None:
     with pytest.raises(ToolError, match=r"SyntaxError: .*\(line 2\)"):
         await run_tool("x = 1\ndef f(:\n    pass")

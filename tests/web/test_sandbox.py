@@ -527,6 +527,16 @@ def test_python_gives_the_last_expression_and_what_it_printed(harness: Harness) 
     }
 
 
+def test_python_code_that_returns_at_its_top_level_gives_what_it_returns(
+    harness: Harness,
+) -> None:
+    """As the JavaScript sandbox takes ``return 6 * 7``: plans write Python that way too."""
+    result = harness.run_python("values = [4, 8, 15]\nreturn sum(values) / len(values)")
+    assert (result["value"], result["error"]) == (9, None)
+    failed = harness.run_python("x = 0\nreturn 1 / x")
+    assert failed["error"] == "ZeroDivisionError: division by zero\n  at line 2: return 1 / x"
+
+
 @pytest.mark.parametrize(
     ("code", "error"),
     [
