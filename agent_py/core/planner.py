@@ -29,6 +29,7 @@ from agent_py.core.prompts import render
 from agent_py.core.registry import ToolRegistry
 from agent_py.core.rescues import (
     chained,
+    changes_the_last_result,
     code_written_again,
     describe_failures,
     founded,
@@ -120,7 +121,6 @@ class PlanAndRethink:
         step_question = (
             render(
                 "followup_question",
-                earlier="\n".join(turn.text() for turn in earlier_turns),
                 last=earlier_turns[-1].outcome(),
                 question=question,
             )
@@ -170,7 +170,7 @@ class PlanAndRethink:
                 ]
             )
             if not pending:
-                last = self._answer_checked(question, run, earlier, last, task)
+                last = self._answer_checked(question, run, earlier, last, task, follow_up)
             if self.strategy.code_call_after_failure:
                 last = await code_written_again(
                     self.executor,
@@ -184,7 +184,7 @@ class PlanAndRethink:
                     follow_up,
                 )
                 if not pending:
-                    last = self._answer_checked(question, run, earlier, last, task)
+                    last = self._answer_checked(question, run, earlier, last, task, follow_up)
             run.outcomes.extend(last)
             memory.remember(last)
             succeeded = all(o.ok for o in last)
@@ -329,6 +329,7 @@ class PlanAndRethink:
         earlier: list[StepOutcome],
         outcomes: list[StepOutcome],
         task: TaskSchema,
+        follow_up: FollowUp,
     ) -> list[StepOutcome]:
         """The last task's outcomes, its one step failed where its result, handed to the user
         as the answer (Strategy.answer_from_single_step), would not answer the task."""
@@ -336,6 +337,7 @@ class PlanAndRethink:
             return outcomes
         outcomes = self._founded(question, earlier, outcomes, task)
         outcomes = self._chained(run, earlier, outcomes, task)
+        outcomes = changes_the_last_result(follow_up, outcomes, task, self.recorder)
         return says_yes_or_no(question, outcomes, task, self.recorder)
 
     def _founded(

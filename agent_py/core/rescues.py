@@ -64,6 +64,26 @@ def says_yes_or_no(
     return [_failed_after_all(outcomes[0], why, task, recorder)]
 
 
+def changes_the_last_result(
+    follow_up: FollowUp, outcomes: list[StepOutcome], task: TaskSchema, recorder: EventRecorder
+) -> list[StepOutcome]:
+    """The last task's ``outcomes``, its one step failed when its result would be handed to
+    the user as it is (Strategy.answer_from_single_step) but, in a follow-up, is the last
+    turn's result unchanged: the follow-up asks for something done with that result ("Now
+    reverse that text"), and a step that gives it back did the earlier task again."""
+    answer = single_step_answer(outcomes)
+    last = follow_up.last_result
+    if answer is None or last is None:
+        return outcomes
+    if "".join(answer.split()) != "".join(last.reference_text().split()):
+        return outcomes
+    why = (
+        f"its result {_shown(answer)} is the last result unchanged, and the task asks for "
+        "something done with it"
+    )
+    return [_failed_after_all(outcomes[0], why, task, recorder)]
+
+
 def chained(
     earlier: list[StepOutcome],
     outcomes: list[StepOutcome],

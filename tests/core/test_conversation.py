@@ -16,6 +16,8 @@ from agent_py.core.budget import estimate_tokens, prompt_tokens
 from agent_py.core.conversation import TurnDigest, digests_from_events, turns_that_fit
 from agent_py.core.llm import CallInfo, CallPurpose, Message
 from agent_py.core.profiles import SMALL
+from agent_py.tools.python import PythonExecutor
+from agent_py.tools.python_runner import SubprocessPyRunner
 
 FIRST = "Use JavaScript to compute 6 times 7."
 FOLLOW_UP = "Add 8 to that result."
@@ -58,8 +60,9 @@ async def test_a_follow_up_uses_the_earlier_result() -> None:
 
 
 async def test_a_follow_ups_own_step_calls_are_told_the_last_result_first() -> None:
-    """A step's arguments call sees the task with the last turn's result named apart from the
-    earlier tasks (whose numbers a small model otherwise took: 6 + 8 for "add 8 to that")."""
+    """A step's arguments call sees the task with the last turn's result, not the earlier
+    tasks, whose values a small model otherwise took (6 + 8 for "add 8 to that", the words
+    of "convert the word 'agent' to upper case" reversed for "reverse that text")."""
     seen: list[str] = []
 
     def script(messages: list[Message], call: CallInfo) -> str:
@@ -80,10 +83,8 @@ async def test_a_follow_ups_own_step_calls_are_told_the_last_result_first() -> N
     second = await agent.task(FOLLOW_UP)
 
     assert second.answer == "50"
-    assert (
-        f"{FOLLOW_UP}\n(The last result: 42\nEarlier in this conversation:\n"
-        f'"{FIRST}" → 42)' in seen[0]
-    )
+    assert f"{FOLLOW_UP}\n(The last result: 42)\n" in seen[0]
+    assert FIRST not in seen[0]
     await agent.close()
 
 
@@ -114,6 +115,69 @@ async def test_a_follow_ups_step_that_names_itself_uses_the_last_turns_result() 
     assert "which has no result yet" in (first.error or "")
     await agent.close()
     await fresh.close()
+
+
+async def test_a_follow_ups_result_that_is_the_last_result_unchanged_fails_its_step() -> None:
+    """Seen (the 0.5B model): "Now use Python to reverse that text." after "AGENT", planned as
+    ``return 'agent'.upper();``, the earlier task done again. Its result is not the answer:
+    the step fails, and the corrected plan is told why."""
+    plans = iter(
+        [
+            plan_reply(
+                [step("s1", "javascript_execute", {"code": "return 'agent'.toUpperCase();"})]
+            ),
+            plan_reply([step("s1", "python_execute", {"code": "return 'agent'.upper()"})]),
+            plan_reply([step("s2", "python_execute", {"code": "return 'AGENT'[::-1]"})]),
+        ]
+    )
+    seen: list[str] = []
+
+    def plan(messages: list[Message], call: CallInfo) -> str:
+        seen.append(str(messages[-1]["content"]))
+        return next(plans)
+
+    config = AgentConfig(
+        plan_shape=SMALL.plan_shape,
+        strategy=SMALL.strategy.model_copy(update={"code_call_after_failure": False}),
+    )
+    tools = [*default_tools(), PythonExecutor(SubprocessPyRunner(), timeout_s=10)]
+    agent, _ = make_agent(ScriptedLLM.replaying({"plan": plan}), *tools, config=config)
+
+    assert (
+        await agent.task("Use JavaScript to convert the word 'agent' to upper case.")
+    ).answer == "AGENT"
+    second = await agent.task("Now use Python to reverse that text.")
+
+    assert (second.state, second.answer) == (AgentState.COMPLETED, "TNEGA")
+    assert (
+        "s1 (python_execute): its result AGENT is the last result unchanged, and the task asks "
+        "for something done with it" in seen[2]
+    )
+    await agent.close()
+
+
+def test_a_result_unlike_the_last_one_or_in_a_first_turn_is_not_held_to_it() -> None:
+    from agent_py.core.execution import NOT_A_FOLLOW_UP, FollowUp, StepOutcome
+    from agent_py.core.history import EventRecorder
+    from agent_py.core.plan import StepSchema, TaskSchema
+    from agent_py.core.rescues import changes_the_last_result
+    from agent_py.core.tool import ToolResult
+
+    task = TaskSchema(
+        task_id="t1",
+        task_goal="go",
+        steps=[StepSchema(step_id="s1", step_goal="go", tool_name="javascript_execute")],
+    )
+
+    def outcome(text: str) -> list[StepOutcome]:
+        return [StepOutcome(step=task.steps[0], task_id="t1", result=ToolResult(text))]
+
+    recorder = EventRecorder()
+    after_agent = FollowUp(last_result=ToolResult("agent"), questions=("Say agent.",))
+    # Upper case is a change; in a first turn there is nothing to compare with.
+    assert changes_the_last_result(after_agent, outcome("AGENT"), task, recorder)[0].ok
+    assert changes_the_last_result(NOT_A_FOLLOW_UP, outcome("agent"), task, recorder)[0].ok
+    assert not changes_the_last_result(after_agent, outcome(" agent "), task, recorder)[0].ok
 
 
 async def test_a_follow_ups_code_that_takes_an_earlier_task_as_its_data_fails() -> None:
