@@ -9,7 +9,6 @@ model's own earlier turns; older turns go first.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -38,10 +37,6 @@ class TurnDigest(BaseModel):
 
     def outcome(self) -> str:
         return self.answer if self.state == "completed" else f"not done ({self.answer})"
-
-    def text(self) -> str:
-        """One line: the task and its result."""
-        return f"{json.dumps(self.question, ensure_ascii=False)} → {self.outcome()}"
 
     def tokens(self) -> int:
         """About what the turn costs in a prompt (its task, plan and result)."""
