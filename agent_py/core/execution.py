@@ -291,10 +291,10 @@ class StepExecutor:
         limit = max(self.tool_timeout_s, self.model.timeout_s) if tool.uses_model else None
         call = StepAction(tool, ctx, timeout_s=limit or self.tool_timeout_s, examples=self.examples)
         arguments, why_not = call.literal_arguments(step.arguments, results, step_ids, step.input)
-        write_code = (
-            (self.fenced_code or code_call)
-            and tool.code_language is not None
-            and not step.arguments
+        # A code call writes the code afresh: on fenced_code for a step the plan gave no
+        # arguments, or when asked (code_call), also over the plan's code that failed.
+        write_code = tool.code_language is not None and (
+            code_call or (self.fenced_code and not step.arguments)
         )
         if write_code:
             arguments, why_not = None, f"{tool.name} gets its code from a code call"
@@ -486,13 +486,12 @@ class StepExecutor:
             )
 
     def code_from_plan(self, outcome: StepOutcome) -> bool:
-        """Whether the step's tool takes code and the code came from the plan's input (not
-        from a model call of the step's own)."""
+        """Whether the step's tool takes code and the code came from the plan (its input or
+        its arguments), not from a model call of the step's own."""
         tool = self.registry.get(outcome.step.tool_name)
         return (
             tool is not None
             and tool.code_language is not None
-            and not outcome.step.arguments
             and not outcome.thought
             and outcome.arguments is not None
         )

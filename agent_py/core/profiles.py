@@ -130,7 +130,10 @@ class ModelProfile(BaseModel):
 # For models above 2B parameters (WebLLM's Qwen3-4B), or any model given it in Settings. The
 # tool hint was measured on Qwen2.5-Coder-1.5B on llama-server (docs/benchmarks.md): without
 # it, "Use JavaScript to count the letters in 'encyclopedia'" was planned with atlas__capital.
-FULL = ModelProfile(name="full", strategy=Strategy(tool_hint=True))
+FULL = ModelProfile(
+    name="full",
+    strategy=Strategy(tool_hint=True, code_call_after_failure=True, code_repair=True),
+)
 
 # For models of 300M parameters or fewer (SmolLM2-135M, Gemma 3 270M) on two CPU cores. The
 # budgets hold the largest plan the shape allows: 2 tasks of 2 steps with a 160-character

@@ -202,7 +202,9 @@ async def test_a_follow_ups_code_that_takes_an_earlier_task_as_its_data_fails() 
         ]
     )
     llm = ScriptedLLM.replaying({"plan": lambda messages, call: next(plans)})
-    config = AgentConfig(plan_shape=SMALL.plan_shape, strategy=SMALL.strategy)
+    # The refusal itself: no code call writes the refused code again.
+    strategy = SMALL.strategy.model_copy(update={"code_call_after_failure": False})
+    config = AgentConfig(plan_shape=SMALL.plan_shape, strategy=strategy)
     agent, _ = make_agent(llm, *default_tools(), config=config)
 
     assert (await agent.task(first)).answer == "AGENT"

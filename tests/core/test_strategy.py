@@ -648,8 +648,35 @@ async def test_when_the_code_call_fails_too_a_corrected_plan_follows() -> None:
 
     assert result.state is AgentState.COMPLETED and result.answer == "56"
     assert result.stats.model_calls == {"plan": 2, "arguments": 1}
-    assert FULL.strategy.code_call_after_failure is False
-    assert TINY.strategy.code_call_after_failure is True
+
+
+async def test_the_full_profile_writes_the_plans_failed_code_again_in_a_code_call() -> None:
+    """Seen (Qwen2.5-Coder-1.5B, full profile): the plan's code ``return $80 * 0.25`` failed,
+    the rethink gave up, and a corrected plan split one program across steps. The full
+    profile's plan gives code as arguments; a code call writes it afresh, without the failed
+    code in its prompt, before any rethink."""
+    seen: list[list[Message]] = []
+
+    def code(messages: list[Message], call: CallInfo) -> str:
+        seen.append(messages)
+        return "```javascript\nreturn 80 - 80 * 0.25;\n```"
+
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "javascript_execute", {"code": "return $80 * 0.75;"})]),
+            "arguments": code,
+            "rethink": "<status>continue</status>",
+            "answer": "You pay $60.",
+        }
+    )
+    agent, _ = make_agent(llm, config=AgentConfig(strategy=FULL.strategy))
+
+    result = await agent.task("A jacket costs $80 and it's 25% off. How much do I pay?")
+
+    assert result.state is AgentState.COMPLETED and result.answer == "You pay $60."
+    assert [s.output for s in result.steps] == ["result: 60"]  # the redone step replaced it
+    assert result.stats.model_calls == {"plan": 1, "arguments": 1, "rethink": 1, "answer": 1}
+    assert "$80 * 0.75" not in json.dumps(seen)  # a fresh draw, not the failed code
 
 
 REPAIRING = TINY_CONFIG.model_copy(
