@@ -101,8 +101,13 @@ def console_semantics(code: str) -> str:
 
 
 def format_js_result(value: Any, console: str, truncated: bool) -> str:
-    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    parts = [f"result: {shown}"]
+    """The result as the model reads it. Code that returned nothing but printed is shown by
+    its output alone, as python_execute's is: "result: null" beside the printed 42 read to a
+    1.5B model as a computation that gave nothing."""
+    parts = []
+    if value is not None or not console:
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        parts.append(f"result: {shown}")
     if console:
         parts.append(f"console:\n{console}")
     if truncated:

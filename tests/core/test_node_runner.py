@@ -104,6 +104,19 @@ async def test_code_without_return_gives_its_last_expression_as_a_console_does(
     assert result.data == value
 
 
+async def test_code_that_only_printed_is_shown_by_its_output_alone() -> None:
+    """Seen (Qwen2.5-Coder-1.5B): "result: null" beside the printed 42 was read as a
+    computation that gave nothing, and the run ended failed."""
+    from agent_py.core.tool import ToolContext
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
+    code = "function multiply(a, b) { return a * b; }\nconsole.log(multiply(6, 7));"
+    printed = await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert printed.content == "console:\n42"
+    both = await tool.run({"code": "console.log('hi'); return 7"}, ToolContext(model=None))  # type: ignore[arg-type]
+    assert both.content == "result: 7\nconsole:\nhi"
+
+
 async def test_code_that_returns_and_prints_nothing_fails_its_step() -> None:
     from agent_py.core.tool import ToolContext, ToolError
 
