@@ -223,13 +223,14 @@ class PlanAndRethink:
             if not decision.unreadable:
                 text = decision.final or decision.status.value
                 self._reflected(text, decision.status, adopted, task=task.task_id)
-            gave_up = self._gave_up_untried(decision.status, pending, run)
-            if gave_up is not None and not succeeded and not retried:
-                # Ask once for a corrected plan that shows the errors, as the small profiles
-                # do, before a failed step ends the run.
+            gave_up = self._gave_up_untried(decision.status, succeeded, pending, run)
+            if gave_up is not None and not retried:
+                # Ask once for a corrected plan that shows the errors (or, where every step
+                # ran, the reason given), as the small profiles do, before the rethink's word
+                # ends the run.
                 retried = True
                 corrected = await self._corrected(
-                    conversation, last, run, memory, question, gave_up
+                    conversation, last, run, memory, question, gave_up, decision.final
                 )
                 if corrected is not None:
                     pending = corrected
@@ -287,16 +288,28 @@ class PlanAndRethink:
 
     @staticmethod
     def _gave_up_untried(
-        status: RethinkStatus, pending: list[TaskSchema], run: PlanRun
+        status: RethinkStatus, succeeded: bool, pending: list[TaskSchema], run: PlanRun
     ) -> str | None:
-        """Why a rethink after a failed step would end the run before any other plan was
-        tried, or None. "continue" with no step left leaves the task undone. "failed" before
-        any re-plan takes a model's slip for an impossible task: a 1.5B model wrote how to
-        fix its code (call the function it only defined) as its reason to give up."""
+        """Why a rethink would end the run before any other plan was tried, or None.
+
+        After a failed step, "continue" with no step left leaves the task undone, and "done"
+        answers from what did not run. "failed" before any re-plan takes a model's slip for
+        an impossible task, after a failed step or not: a 1.5B model wrote how to fix its
+        code (call the function it only defined) as its reason to give up, and gave up on
+        42 printed beside "result: null"."""
+        first = run.replans == 0
+        if status is RethinkStatus.FAILED and first:
+            if succeeded:
+                return (
+                    "the rethink gave up after every step ran, before any other plan: planned again"
+                )
+            return "a step failed and the rethink gave up before any other plan: planned again"
+        if succeeded:
+            return None
         if status is RethinkStatus.CONTINUE and not pending:
             return "a step failed and none is left: planned again"
-        if status is RethinkStatus.FAILED and run.replans == 0:
-            return "a step failed and the rethink gave up before any other plan: planned again"
+        if status is RethinkStatus.DONE and first:
+            return "a step failed and the rethink answered before any other plan: planned again"
         return None
 
     async def _corrected(
@@ -307,12 +320,15 @@ class PlanAndRethink:
         memory: CallMemory,
         question: str,
         why: str,
+        reason: str | None = None,
     ) -> list[TaskSchema] | None:
-        """The tasks of one corrected plan after ``last``'s failed steps, adopted into the
-        run; None when the reply is unusable (the run goes on as it was)."""
+        """The tasks of one corrected plan after ``last``'s failed steps (or, when none
+        failed, the rethink's ``reason`` the task is not done), adopted into the run; None
+        when the reply is unusable (the run goes on as it was)."""
         failed = [o for o in last if not o.ok]
+        failures = describe_failures(failed) or f"every step ran, but: {reason or 'not done'}"
         async with self.model.unit(ModelRole.PLANNER):
-            retry = await self.turns.corrected_plan(conversation, describe_failures(failed))
+            retry = await self.turns.corrected_plan(conversation, failures)
         if retry is None:
             return None
         run.replans += 1

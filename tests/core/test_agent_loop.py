@@ -182,12 +182,13 @@ async def test_unknown_tool_becomes_an_observation_then_rethink_and_the_run_fail
 
     result = await agent.task("search the web")
 
-    # The rethink saw the observation; a run whose every step failed still ends failed.
+    # The rethink saw the observation; its answer after a failed step, before any other
+    # plan, got one corrected plan (the same, replayed); a run whose every step failed
+    # still ends failed.
     assert result.state is AgentState.FAILED
-    assert (
-        result.error
-        == "every step failed: s1 (web_search): unknown tool web_search; available: echo"
-    )
+    unknown = "(web_search): unknown tool web_search; available: echo"
+    assert result.error == f"every step failed: s1 {unknown}; s2 {unknown}"
+    assert calls_for(llm, "plan") == 2
     assert result.steps[0].ok is False
     assert result.steps[0].output == "unknown tool web_search; available: echo"
     assert "unknown tool web_search; available: echo" in seen[0]
@@ -216,7 +217,10 @@ async def test_invalid_arguments_are_repaired_once() -> None:
 async def test_invalid_arguments_not_repaired_fail_the_step_only() -> None:
     llm = ScriptedLLM.replaying(
         {
-            "plan": plan_reply([step("s1", "echo"), step("s2", "sleep", {"seconds": 0})]),
+            "plan": [
+                plan_reply([step("s1", "echo"), step("s2", "sleep", {"seconds": 0})]),
+                plan_reply([step("s3", "sleep", {"seconds": 0.01})]),
+            ],
             "arguments": ['{"text": 5, "times": 1}', '{"text": "a", "times": 0}'],
             "rethink": "<status>done</status><final>partial</final>",
         }

@@ -520,6 +520,67 @@ async def test_a_rethink_that_gives_up_before_any_other_plan_gets_one_corrected_
     assert result.stats.replans == 1
 
 
+async def test_a_rethink_that_gives_up_after_every_step_ran_gets_one_corrected_plan() -> None:
+    """Seen (Qwen2.5-Coder-1.5B): every step ran, and the rethink answered "failed" with a
+    reason that was wrong ("the value returned is null, so 6 times 7 equals 0" for code that
+    printed 42). Before any other plan, that reason gets one corrected plan; a second
+    "failed" ends the run."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": [
+                plan_reply([step("s1", "echo", {"text": "first", "times": 1})]),
+                plan_reply([step("s2", "echo", {"text": "second", "times": 1})]),
+            ],
+            "rethink": "<status>failed</status><final>the result is empty</final>",
+        }
+    )
+    echo = EchoTool()
+    agent, sink = make_agent(llm, echo)
+
+    result = await agent.task("echo something")
+
+    assert [call["text"] for call in echo.calls] == ["first", "second"]
+    plans = [messages for messages, call in llm.calls if call.purpose is CallPurpose.PLAN]
+    assert "every step ran, but: the result is empty" in plans[1][-1]["content"]
+    reflections = [e.content for e in of_type(sink.events, EventType.REFLECTION)]
+    assert reflections[1] == (
+        "the rethink gave up after every step ran, before any other plan: planned again"
+    )
+    assert result.state is AgentState.FAILED
+    assert result.error == "the task cannot be done: the result is empty"
+    assert result.stats.replans == 1
+
+
+async def test_a_rethink_that_answers_after_a_failed_step_gets_one_corrected_plan() -> None:
+    """Seen (Qwen2.5-Coder-1.5B): the weekday step failed (a variable of another step), and
+    the rethink answered "Monday" for a Saturday. An answer after a failed step, before any
+    other plan, gets one corrected plan; the corrected plan's answer stands."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": [
+                plan_reply([step("s1", "echo", {"text": "fail", "times": 1})]),
+                plan_reply([step("s2", "echo", {"text": "Saturday", "times": 1})]),
+            ],
+            "rethink": [
+                "<status>done</status><final>Monday</final>",
+                "<status>done</status><final>Saturday</final>",
+            ],
+        }
+    )
+    echo = EchoTool()
+    agent, sink = make_agent(llm, echo)
+
+    result = await agent.task("What day of the week was 2000-01-01?")
+
+    assert [call["text"] for call in echo.calls] == ["fail", "Saturday"]
+    reflections = [e.content for e in of_type(sink.events, EventType.REFLECTION)]
+    assert reflections[1] == (
+        "a step failed and the rethink answered before any other plan: planned again"
+    )
+    assert result.state is AgentState.COMPLETED, result.error
+    assert result.answer == "Saturday"
+
+
 async def test_a_rethink_that_gives_up_after_a_corrected_plan_ends_the_run() -> None:
     llm = ScriptedLLM.replaying(
         {

@@ -145,9 +145,11 @@ async def test_a_generator_that_echoes_its_system_prompt_fails_its_step() -> Non
 async def test_a_run_with_some_failed_steps_completes_and_names_them() -> None:
     llm = ScriptedLLM.replaying(
         {
-            "plan": plan_reply(
-                [step("s1", "echo", {"text": "fail", "times": 1}), step("s2", "echo")]
-            ),
+            "plan": [
+                plan_reply([step("s1", "echo", {"text": "fail", "times": 1}), step("s2", "echo")]),
+                # The rethink's answer after a failed step gets one corrected plan first.
+                plan_reply([step("s3", "echo", {"text": "again", "times": 1})]),
+            ],
             "arguments": '{"text": "ok", "times": 1}',
             "rethink": "<status>done</status><final>ok (s1 failed)</final>",
         }
