@@ -369,6 +369,18 @@ class StepExecutor:
         repeated = run.memory.guarded.get(CallMemory.signature(tool.name, arguments))
         if repeated is not None:
             before = next((o for o in earlier if o.step.step_id == repeated), None)
+            if before is not None and before.ok:
+                # The call that just succeeded, planned again: its result stands. Failing
+                # it read to a 1.5B model's rethink as a failed calculation.
+                self.recorder.emit(
+                    EventType.STEP_PROGRESS,
+                    f"the same call as step {repeated} just before the re-plan: its result "
+                    "is used, and the tool is not run again",
+                    step=step.step_id,
+                    repeats=repeated,
+                )
+                run.outcome.result = before.result
+                return
             gave = f": {before.result.content[:300]}" if before is not None else ""
             raise ToolError(
                 f"repeated call: {tool.name} with the same arguments as step {repeated}, "

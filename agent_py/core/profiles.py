@@ -127,9 +127,13 @@ class ModelProfile(BaseModel):
     """For free text (no schema); None: ``sampling``."""
 
 
-# For models above 2B parameters (WebLLM's Qwen3-4B), or any model given it in Settings. The
-# tool hint was measured on Qwen2.5-Coder-1.5B on llama-server (docs/benchmarks.md): without
-# it, "Use JavaScript to count the letters in 'encyclopedia'" was planned with atlas__capital.
+# For models above 2B parameters (WebLLM's Qwen3-4B), or any model given it in Settings. Its
+# switches were measured on Qwen2.5-Coder-1.5B on llama-server (docs/benchmarks.md). The tool
+# hint: without it, "Use JavaScript to count the letters in 'encyclopedia'" was planned with
+# atlas__capital. The code call after failed code, and its repair turn: the plan's code split
+# one program across steps (a variable of another step) or wrote "$80" for 80, and the
+# rethink gave up or a corrected plan repeated the code; both cost model calls only after a
+# step failed.
 FULL = ModelProfile(
     name="full",
     strategy=Strategy(tool_hint=True, code_call_after_failure=True, code_repair=True),

@@ -333,22 +333,35 @@ async def test_replans_are_bounded() -> None:
 
 
 async def test_a_repeated_call_is_not_run_again() -> None:
-    same = step("s2", "echo", {"text": "x", "times": 1})
-    replan = "<status>changed</status>" + plan_reply([same])
-    llm = ScriptedLLM.replaying(
-        {
-            "plan": plan_reply([step("s1", "echo", {"text": "x", "times": 1})]),
-            "rethink": [replan, "<status>done</status><final>stop</final>"],
-        }
-    )
-    echo = EchoTool()
-    agent, _ = make_agent(llm, echo)
+    """A re-plan that repeats the call just made: a failed one fails again without running
+    (the model is told why); a successful one gives the same result without running (Qwen2.5-
+    Coder-1.5B re-planned multiply(100, 0.5) after it gave 50, and read a failure there as a
+    failed calculation)."""
+    for text, ok in (("x", True), ("fail", False)):
+        replan = "<status>changed</status>" + plan_reply(
+            [step("s2", "echo", {"text": text, "times": 1})]
+        )
+        llm = ScriptedLLM.replaying(
+            {
+                "plan": plan_reply([step("s1", "echo", {"text": text, "times": 1})]),
+                "rethink": [replan, "<status>done</status><final>stop</final>"],
+            }
+        )
+        echo = EchoTool()
+        agent, sink = make_agent(llm, echo)
 
-    result = await agent.task("echo")
+        result = await agent.task("echo")
 
-    assert len(echo.calls) == 1
-    assert result.steps[1].ok is False
-    assert result.steps[1].output.startswith("repeated call: echo with the same arguments as s")
+        assert len(echo.calls) == 1
+        assert result.steps[1].ok is ok
+        if ok:
+            assert result.steps[1].output == result.steps[0].output
+            progress = of_type(sink.events, EventType.STEP_PROGRESS)
+            assert progress[-1].content.startswith("the same call as step s1 just before")
+        else:
+            assert result.steps[1].output.startswith(
+                "repeated call: echo with the same arguments as step s1"
+            )
 
 
 def set_on(flag: asyncio.Event, type_: EventType) -> Callable[[Event], None]:
