@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from agent_py.core.answer_checks import unusable_answer
+from agent_py.core.answer_checks import echoes_instructions, unusable_answer
 from agent_py.core.concurrency import run_together
 from agent_py.core.conversation import TurnDigest
 from agent_py.core.errors import ReplyParseError, RunFailure
@@ -238,7 +238,7 @@ class PlanAndRethink:
             if decision.status is RethinkStatus.FAILED:
                 raise RunFailure(f"the task cannot be done: {decision.final}")
             if decision.status is RethinkStatus.DONE:
-                final = clean_answer(decision.final or "")
+                final = self._rethink_answer(decision.final or "", system, question)
                 break
         failed = [o for o in run.outcomes if not o.ok]
         self.recorder.emit(
@@ -390,6 +390,22 @@ class PlanAndRethink:
             frozenset[str](),
         )
         return chained(earlier, outcomes, plan_steps, task, self.recorder)
+
+    def _rethink_answer(self, text: str, system: str, question: str) -> str | None:
+        """The answer a rethink gave with "done", or None where it only copied its reply
+        format ("the answer for the user: the result itself, not code", seen from a 1.5B
+        model): the task is done, and the answer call writes the answer."""
+        final = clean_answer(text)
+        if not echoes_instructions(final, [system, *self.turns.instructions()], allowed=question):
+            return final
+        self.recorder.emit(
+            EventType.REFLECTION,
+            "the rethink's answer only repeats its reply format: the answer is written in a "
+            "call of its own",
+            status=RethinkStatus.DONE.value,
+            unreadable=True,
+        )
+        return None
 
     def _reflected(
         self,

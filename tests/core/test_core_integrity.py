@@ -581,6 +581,37 @@ async def test_a_rethink_that_answers_after_a_failed_step_gets_one_corrected_pla
     assert result.answer == "Saturday"
 
 
+async def test_a_rethink_that_copies_its_reply_format_as_the_answer_gets_an_answer_call() -> None:
+    """Seen (Qwen2.5-Coder-1.5B): "<status>done</status> followed by <final>the answer for the
+    user: the result itself, not code</final>", the rethink prompt's own words. The task is
+    done; the answer call writes the answer, where the run used to end failed."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "echo", {"text": "Lutz", "times": 1})]),
+            "rethink": "<status>done</status> followed by <final>the answer for the user: "
+            "the result itself, not code</final>",
+            "answer": "The capital is Lutz.",
+        }
+    )
+    agent, sink = make_agent(llm, EchoTool())
+
+    result = await agent.task("What is the capital of Zubrowka?")
+
+    assert result.state is AgentState.COMPLETED, result.error
+    assert result.answer == "The capital is Lutz."
+    reflections = [e.content for e in of_type(sink.events, EventType.REFLECTION)]
+    assert reflections[-1].startswith("the rethink's answer only repeats its reply format")
+    # A rethink's own answer stands as it is.
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "echo", {"text": "Lutz", "times": 1})]),
+            "rethink": "<status>done</status><final>Lutz</final>",
+        }
+    )
+    agent, _ = make_agent(llm, EchoTool())
+    assert (await agent.task("What is the capital of Zubrowka?")).answer == "Lutz"
+
+
 async def test_a_rethink_that_gives_up_after_a_corrected_plan_ends_the_run() -> None:
     llm = ScriptedLLM.replaying(
         {
