@@ -488,19 +488,48 @@ async def test_continue_with_no_step_left_after_a_failure_asks_for_a_corrected_p
     assert result.stats.replans == 1
 
 
-async def test_a_rethink_that_gives_up_before_any_other_plan_gets_one_corrected_plan() -> None:
-    """A rethink that says "failed" right after a failed step, with no other plan tried,
-    gets one corrected plan showing the error (a 1.5B model gave up with the fix in hand)."""
+DONE_FIXED = "<status>done</status><final>fixed</final>"
+
+
+@pytest.mark.parametrize(
+    ("texts", "rethinks", "why", "outcome"),
+    [
+        # "failed" right after a failed step: a 1.5B model gave up with the fix in hand.
+        (
+            ("fail", "fixed"),
+            ["<status>failed</status><final>call it with the right text</final>", DONE_FIXED],
+            "a step failed and the rethink gave up before any other plan: planned again",
+            "fixed",
+        ),
+        # "done" after a failed step: the weekday step had failed (a variable of another
+        # step), and a 1.5B model answered "Monday" for a Saturday.
+        (
+            ("fail", "fixed"),
+            ["<status>done</status><final>Monday</final>", DONE_FIXED],
+            "a step failed and the rethink answered before any other plan: planned again",
+            "fixed",
+        ),
+        # "failed" after every step ran: a 1.5B model read 42 printed beside "result: null"
+        # as "6 times 7 equals 0". Its reason is shown; a second "failed" ends the run.
+        (
+            ("first", "second"),
+            ["<status>failed</status><final>the result is empty</final>"],
+            "the rethink gave up after every step ran, before any other plan: planned again",
+            None,
+        ),
+    ],
+)
+async def test_a_rethinks_first_word_that_ends_the_task_gets_one_corrected_plan(
+    texts: tuple[str, str], rethinks: list[str], why: str, outcome: str | None
+) -> None:
+    first, second = texts
     llm = ScriptedLLM.replaying(
         {
             "plan": [
-                plan_reply([step("s1", "echo", {"text": "fail", "times": 1})]),
-                plan_reply([step("s2", "echo", {"text": "fixed", "times": 1})]),
+                plan_reply([step("s1", "echo", {"text": first, "times": 1})]),
+                plan_reply([step("s2", "echo", {"text": second, "times": 1})]),
             ],
-            "rethink": [
-                "<status>failed</status><final>call it with the right text</final>",
-                "<status>done</status><final>fixed</final>",
-            ],
+            "rethink": rethinks,
         }
     )
     echo = EchoTool()
@@ -508,77 +537,19 @@ async def test_a_rethink_that_gives_up_before_any_other_plan_gets_one_corrected_
 
     result = await agent.task("echo something")
 
-    assert [call["text"] for call in echo.calls] == ["fail", "fixed"]
+    assert [call["text"] for call in echo.calls] == [first, second]
     plans = [messages for messages, call in llm.calls if call.purpose is CallPurpose.PLAN]
-    assert "asked to fail" in plans[1][-1]["content"]
+    shown = "asked to fail" if first == "fail" else "every step ran, but: the result is empty"
+    assert shown in plans[1][-1]["content"]
     reflections = [e.content for e in of_type(sink.events, EventType.REFLECTION)]
-    assert reflections[1] == (
-        "a step failed and the rethink gave up before any other plan: planned again"
-    )
-    assert result.state is AgentState.COMPLETED, result.error
-    assert result.answer == "fixed"
+    assert reflections[1] == why
     assert result.stats.replans == 1
-
-
-async def test_a_rethink_that_gives_up_after_every_step_ran_gets_one_corrected_plan() -> None:
-    """Seen (Qwen2.5-Coder-1.5B): every step ran, and the rethink answered "failed" with a
-    reason that was wrong ("the value returned is null, so 6 times 7 equals 0" for code that
-    printed 42). Before any other plan, that reason gets one corrected plan; a second
-    "failed" ends the run."""
-    llm = ScriptedLLM.replaying(
-        {
-            "plan": [
-                plan_reply([step("s1", "echo", {"text": "first", "times": 1})]),
-                plan_reply([step("s2", "echo", {"text": "second", "times": 1})]),
-            ],
-            "rethink": "<status>failed</status><final>the result is empty</final>",
-        }
-    )
-    echo = EchoTool()
-    agent, sink = make_agent(llm, echo)
-
-    result = await agent.task("echo something")
-
-    assert [call["text"] for call in echo.calls] == ["first", "second"]
-    plans = [messages for messages, call in llm.calls if call.purpose is CallPurpose.PLAN]
-    assert "every step ran, but: the result is empty" in plans[1][-1]["content"]
-    reflections = [e.content for e in of_type(sink.events, EventType.REFLECTION)]
-    assert reflections[1] == (
-        "the rethink gave up after every step ran, before any other plan: planned again"
-    )
-    assert result.state is AgentState.FAILED
-    assert result.error == "the task cannot be done: the result is empty"
-    assert result.stats.replans == 1
-
-
-async def test_a_rethink_that_answers_after_a_failed_step_gets_one_corrected_plan() -> None:
-    """Seen (Qwen2.5-Coder-1.5B): the weekday step failed (a variable of another step), and
-    the rethink answered "Monday" for a Saturday. An answer after a failed step, before any
-    other plan, gets one corrected plan; the corrected plan's answer stands."""
-    llm = ScriptedLLM.replaying(
-        {
-            "plan": [
-                plan_reply([step("s1", "echo", {"text": "fail", "times": 1})]),
-                plan_reply([step("s2", "echo", {"text": "Saturday", "times": 1})]),
-            ],
-            "rethink": [
-                "<status>done</status><final>Monday</final>",
-                "<status>done</status><final>Saturday</final>",
-            ],
-        }
-    )
-    echo = EchoTool()
-    agent, sink = make_agent(llm, echo)
-
-    result = await agent.task("What day of the week was 2000-01-01?")
-
-    assert [call["text"] for call in echo.calls] == ["fail", "Saturday"]
-    reflections = [e.content for e in of_type(sink.events, EventType.REFLECTION)]
-    assert reflections[1] == (
-        "a step failed and the rethink answered before any other plan: planned again"
-    )
-    assert result.state is AgentState.COMPLETED, result.error
-    assert result.answer == "Saturday"
+    if outcome is None:
+        assert result.state is AgentState.FAILED
+        assert result.error == "the task cannot be done: the result is empty"
+    else:
+        assert result.state is AgentState.COMPLETED, result.error
+        assert result.answer == outcome
 
 
 async def test_a_rethink_that_copies_its_reply_format_as_the_answer_gets_an_answer_call() -> None:
