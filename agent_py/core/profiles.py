@@ -133,10 +133,13 @@ class ModelProfile(BaseModel):
 # atlas__capital. The code call after failed code, and its repair turn: the plan's code split
 # one program across steps (a variable of another step) or wrote "$80" for 80, and the
 # rethink gave up or a corrected plan repeated the code; both cost model calls only after a
-# step failed.
+# step failed. Grounded arguments: asked to use a delete tool the server lacks, the model
+# called add(30.603752, -121.388927), and the run completed with its sum.
 FULL = ModelProfile(
     name="full",
-    strategy=Strategy(tool_hint=True, code_call_after_failure=True, code_repair=True),
+    strategy=Strategy(
+        tool_hint=True, code_call_after_failure=True, code_repair=True, grounded_arguments=True
+    ),
 )
 
 # For models of 300M parameters or fewer (SmolLM2-135M, Gemma 3 270M) on two CPU cores. The

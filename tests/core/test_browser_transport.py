@@ -372,13 +372,13 @@ async def test_removed_servers_take_their_tools_out_of_the_next_run() -> None:
     await page.configure(PageSettings(residency="keep_warm").model_dump_json())
     calc = [{"name": "calc", "url": URL, "transport": "fetch"}]
     await page.configure_servers(json.dumps(calc))
-    first = json.loads(await page.run("add"))
+    first = json.loads(await page.run("add 2 and 3"))
     sent = len(http.requests)
     unchanged = await page.configure_servers(json.dumps(calc))  # the same list: nothing to do
     assert len(http.requests) == sent
 
     await page.configure_servers("[]")
-    second = json.loads(await page.run("add again"))
+    second = json.loads(await page.run("add 2 and 3 again"))
 
     assert first["steps"][0]["output"] == "5"
     assert json.loads(unchanged)[0]["state"] == "connected"

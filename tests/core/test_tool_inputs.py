@@ -167,7 +167,7 @@ async def test_a_remote_call_with_invented_values_fails_and_is_planned_again() -
     assert result.error and "no tool here books tables" in result.error
 
 
-async def test_grounded_values_reach_the_tool_and_the_full_profile_never_checks() -> None:
+async def test_grounded_values_reach_the_tool_and_only_the_switch_checks() -> None:
     llm = ScriptedLLM.replaying(
         {
             "plan": plan_reply([inline("s1", "atlas__add", "19 and 24")]),
@@ -179,7 +179,6 @@ async def test_grounded_values_reach_the_tool_and_the_full_profile_never_checks(
     assert result.state is AgentState.COMPLETED
     assert result.answer == "43.0"
 
-    assert FULL.strategy.grounded_arguments is False
     llm = ScriptedLLM.replaying(
         {
             "plan": plan_reply([inline("s1", "atlas__add", "two numbers")]),
@@ -193,6 +192,36 @@ async def test_grounded_values_reach_the_tool_and_the_full_profile_never_checks(
     agent, _ = make_agent(llm, add, config=off)
     result = await agent.task("Book me a table.")
     assert add.calls == [{"a": 1, "b": 1}]  # without the switch the call runs
+
+
+async def test_the_full_profile_refuses_a_remote_call_with_invented_values() -> None:
+    """Seen (Qwen2.5-Coder-1.5B, full profile): asked to use a delete tool the server lacks,
+    the plan called add(30.603752, -121.388927), and the run completed with the sum."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [
+                    {
+                        "step_id": "s1",
+                        "step_goal": "delete",
+                        "tool_name": "atlas__add",
+                        "arguments": {"a": 30.603752, "b": -121.388927},
+                    }
+                ]
+            ),
+            "rethink": "<status>failed</status><final>no tool deletes a country</final>",
+        }
+    )
+    add = Add()
+    agent, _ = make_agent(llm, add, config=AgentConfig(strategy=FULL.strategy))
+
+    result = await agent.task("Use the delete tool of the atlas server to remove Zubrowka.")
+
+    assert add.calls == []
+    assert result.state is AgentState.FAILED
+    assert result.steps[0].output.startswith(
+        "atlas__add was not called: its values (30.603752, '-121.388927') come from neither"
+    )
 
 
 async def test_a_follow_up_may_take_its_values_from_an_earlier_turn() -> None:
