@@ -357,7 +357,9 @@ class StepExecutor:
         tool, step, question, earlier = run.tool, run.step, run.question, run.earlier
         run.outcome.arguments = arguments
         if self.grounded_arguments and tool.remote:
-            self._check_grounded(tool, step, arguments, question, earlier)
+            self._check_grounded(
+                tool, step, arguments, [question, *run.follow_up.questions], earlier
+            )
         if tool.code_language is not None:
             self._check_own_data(tool, arguments, question, earlier)
             self._check_not_a_question(tool, arguments, run.follow_up.questions)
@@ -402,11 +404,13 @@ class StepExecutor:
         tool: ToolBase,
         step: StepSchema,
         arguments: dict[str, Any],
-        question: str,
+        asked: list[str],
         earlier: list[StepOutcome],
     ) -> None:
-        """Fail the step when its call's values come from nowhere (``grounded_arguments``)."""
-        sources = [question, *(o.result.content for o in earlier if o.ok)]
+        """Fail the step when its call's values come from nowhere (``grounded_arguments``):
+        not from what was ``asked`` (the task, the conversation's earlier questions) nor from
+        an earlier result."""
+        sources = [*asked, *(o.result.content for o in earlier if o.ok)]
         invented = arguments_from_nowhere(arguments, sources)
         if invented:
             raise ToolError(

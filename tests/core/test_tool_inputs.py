@@ -249,6 +249,33 @@ async def test_a_follow_up_may_take_its_values_from_an_earlier_turn() -> None:
     assert add.calls[-1] == {"a": 43, "b": 100}
 
 
+async def test_a_follow_up_may_take_its_values_from_an_earlier_question() -> None:
+    """Seen (Qwen2.5-Coder-1.5B): "What's 25 times 4?", then "And half of that?" planned as
+    multiply(25, 4) again, then the half; the check refused 25 and 4, which the conversation
+    holds."""
+    plans = iter(
+        [
+            plan_reply([inline("s1", "atlas__add", "25 and 4")]),
+            plan_reply([inline("s1", "atlas__add", "the first number twice")]),
+        ]
+    )
+    answers = iter(['{"a": 25, "b": 4}', '{"a": 25, "b": 25}'])
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": lambda messages, call: next(plans),
+            "arguments": lambda messages, call: next(answers),
+        }
+    )
+    add = Add()
+    agent, _ = make_agent(llm, add, config=SMALL_CONFIG)
+    await agent.task("What's 25 plus 4?")
+
+    result = await agent.task("And the first number added to itself?")
+
+    assert result.state is AgentState.COMPLETED, result.error
+    assert add.calls[-1] == {"a": 25, "b": 25}  # 25: the earlier question's
+
+
 class Code(ToolBase):
     """A code tool whose description shows an example, as javascript_execute's does."""
 
