@@ -64,7 +64,9 @@ def start(page: Any, steps: list[dict[str, Any]]) -> None:
             "answer": {"text": "done: $1", "match": r"result: (\S+)"},
         },
     )
-    page.get_by_role("textbox", name="Task").fill("Use the server.")
+    # The task holds the values the plan's calls take (a call whose values come from nowhere
+    # fails its step).
+    page.get_by_role("textbox", name="Task").fill("Use the server: add 2 and 3, echo 'hello'.")
     page.get_by_role("button", name="Run").click()
 
 
