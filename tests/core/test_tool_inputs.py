@@ -224,14 +224,13 @@ async def test_the_full_profile_refuses_a_remote_call_with_invented_values() -> 
     )
 
 
-async def test_a_follow_up_may_take_its_values_from_an_earlier_turn() -> None:
-    plans = iter(
-        [
-            plan_reply([inline("s1", "atlas__add", "19 and 24")]),
-            plan_reply([inline("s1", "atlas__add", "that result and 7")]),
-        ]
-    )
-    answers = iter(['{"a": 19, "b": 24}', '{"a": 43, "b": 100}'])
+async def two_turns(
+    questions: tuple[str, str], inputs: tuple[str, str], arguments: tuple[str, str]
+) -> tuple[Any, Add]:
+    """A session of two turns, each one add step (with ``inputs`` and the ``arguments`` the
+    model gives): the second turn's result and the tool."""
+    plans = iter([plan_reply([inline("s1", "atlas__add", text)]) for text in inputs])
+    answers = iter(arguments)
     llm = ScriptedLLM.replaying(
         {
             "plan": lambda messages, call: next(plans),
@@ -240,9 +239,16 @@ async def test_a_follow_up_may_take_its_values_from_an_earlier_turn() -> None:
     )
     add = Add()
     agent, _ = make_agent(llm, add, config=SMALL_CONFIG)
-    await agent.task("Add 19 and 24 with the atlas.")
+    await agent.task(questions[0])
+    return await agent.task(questions[1]), add
 
-    result = await agent.task("Now add a hundred to that.")
+
+async def test_a_follow_up_may_take_its_values_from_an_earlier_turn() -> None:
+    result, add = await two_turns(
+        ("Add 19 and 24 with the atlas.", "Now add a hundred to that."),
+        ("19 and 24", "that result and 7"),
+        ('{"a": 19, "b": 24}', '{"a": 43, "b": 100}'),
+    )
 
     assert result.state is AgentState.COMPLETED
     assert result.answer == "143.0"  # 43 comes from the earlier turn's answer
@@ -253,24 +259,11 @@ async def test_a_follow_up_may_take_its_values_from_an_earlier_question() -> Non
     """Seen (Qwen2.5-Coder-1.5B): "What's 25 times 4?", then "And half of that?" planned as
     multiply(25, 4) again, then the half; the check refused 25 and 4, which the conversation
     holds."""
-    plans = iter(
-        [
-            plan_reply([inline("s1", "atlas__add", "25 and 4")]),
-            plan_reply([inline("s1", "atlas__add", "the first number twice")]),
-        ]
+    result, add = await two_turns(
+        ("What's 25 plus 4?", "And the first number added to itself?"),
+        ("25 and 4", "the first number twice"),
+        ('{"a": 25, "b": 4}', '{"a": 25, "b": 25}'),
     )
-    answers = iter(['{"a": 25, "b": 4}', '{"a": 25, "b": 25}'])
-    llm = ScriptedLLM.replaying(
-        {
-            "plan": lambda messages, call: next(plans),
-            "arguments": lambda messages, call: next(answers),
-        }
-    )
-    add = Add()
-    agent, _ = make_agent(llm, add, config=SMALL_CONFIG)
-    await agent.task("What's 25 plus 4?")
-
-    result = await agent.task("And the first number added to itself?")
 
     assert result.state is AgentState.COMPLETED, result.error
     assert add.calls[-1] == {"a": 25, "b": 25}  # 25: the earlier question's
