@@ -37,15 +37,22 @@ def step(
     return data
 
 
-def plan_reply(*tasks: list[dict[str, Any]], wrap: bool = True) -> str:
-    body = json.dumps(
-        {
-            "tasks": [
-                {"task_id": f"t{i}", "task_goal": f"task {i}", "steps": steps}
-                for i, steps in enumerate(tasks, start=1)
-            ]
-        }
-    )
+def plan_reply(
+    *tasks: list[dict[str, Any]],
+    wrap: bool = True,
+    answer: str | None = None,
+    needs: str | None = None,
+) -> str:
+    """A plan of ``tasks`` (each a list of steps); ``answer`` and ``needs`` are the model's
+    declarations (the answer kind, and what every task needs), left out when None."""
+    plan: dict[str, Any] = {} if answer is None else {"answer": answer}
+    plan["tasks"] = [
+        {"task_id": f"t{i}", "task_goal": f"task {i}"}
+        | ({} if needs is None else {"needs": needs})
+        | {"steps": steps}
+        for i, steps in enumerate(tasks, start=1)
+    ]
+    body = json.dumps(plan)
     return f"<plan>{body}</plan>" if wrap else body
 
 

@@ -121,33 +121,7 @@ def unusable_answer(answer: str, instructions: Iterable[str], question: str) -> 
     refusal = refuses(answer)
     if refusal is not None:
         return f"the model says it cannot do the task: {refusal}"
-    if number_for_yes_or_no(answer, question):
-        return f"the answer {answer.strip()} says neither yes nor no to a yes-or-no question"
     return None
-
-
-# A question a user answers with yes or no opens with an auxiliary verb ("Is 221 a prime?",
-# "Does 'level' read the same backwards?"). Not a request put as a question ("Can you add…",
-# "Would you sort…"), nor a choice ("Is 17 or 19 larger?"), which a number may answer.
-_YES_NO_OPENING = re.compile(
-    r"^(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would|should|may|might)\b"
-    r"(?!\s+(?:you|u)\b)",
-    re.IGNORECASE,
-)
-_QUESTION_SENTENCE = re.compile(r"[^.?!\n]*\?")
-_BARE_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
-
-
-def number_for_yes_or_no(answer: str, question: str) -> bool:
-    """True when ``answer`` is a bare number and ``question``'s last question is one a user
-    answers with yes or no: "1" for "Is 97 a prime number?" says neither."""
-    if not _BARE_NUMBER.fullmatch(answer.strip()):
-        return False
-    asked = _QUESTION_SENTENCE.findall(question)
-    if not asked:
-        return False
-    last = asked[-1].strip()
-    return bool(_YES_NO_OPENING.match(last)) and not re.search(r"\bor\b", last, re.IGNORECASE)
 
 
 # A refusal speaks of the model itself: "I'm sorry, but I can't…", "I am unable to…", "As an AI
@@ -239,39 +213,6 @@ def data_left_out(question: str, calls: Iterable[Any]) -> list[str]:
     missing = [f"'{text}'" for text in quoted if text.casefold() not in folded]
     missing += [number for number in numbers if not _held(_value(number), values)]
     return missing
-
-
-# Numbers written as words, as a user writes small counts ("a table for two").
-_NUMBER_WORDS = {
-    "zero": 0.0, "one": 1.0, "two": 2.0, "three": 3.0, "four": 4.0, "five": 5.0, "six": 6.0,
-    "seven": 7.0, "eight": 8.0, "nine": 9.0, "ten": 10.0, "eleven": 11.0, "twelve": 12.0,
-}  # fmt: skip
-
-
-def _numbers_in(text: str) -> set[float]:
-    values = {_value(m.group()) for pattern in (_GROUPED, _PLAIN) for m in pattern.finditer(text)}
-    values |= {_NUMBER_WORDS[w] for w in _WORD.findall(text.casefold()) if w in _NUMBER_WORDS}
-    return values
-
-
-def arguments_from_nowhere(arguments: dict[str, Any], sources: Iterable[str]) -> list[str]:
-    """The values of ``arguments`` when none of them stands in ``sources`` (the task, the
-    conversation, earlier results), else an empty list.
-
-    A value stands there when it is a number of the same value (digits or a word up to
-    twelve) or a text found there ignoring case. A model asked to fill in a tool that does
-    not fit its task invents the values (``add(a=0, b=0)`` to "delete Zubrowka"); a call that
-    fits takes at least one value from the task or from what the steps found."""
-    values = [value.strip() for value in text_values(arguments) if value.strip()]
-    text = "\n".join(sources)
-    folded = text.casefold()
-    numbers = _numbers_in(text)
-    plain = {value for value in values if _PLAIN.fullmatch(value)}  # numbers, by their value
-    for value in values:
-        grounded = (_value(value) in numbers) if value in plain else (value.casefold() in folded)
-        if grounded:
-            return []
-    return [value if value in plain else repr(value) for value in values]
 
 
 # A quoted value with a digit in it, as code writes one: '2024-01-31', "3 apples".

@@ -17,7 +17,6 @@ from typing import Any
 
 from agent_py.core.answer_checks import (
     DAY_MS,
-    arguments_from_nowhere,
     days_in_milliseconds,
     example_data_copied,
     months_counted_from_one,
@@ -25,6 +24,7 @@ from agent_py.core.answer_checks import (
     reports_failure,
 )
 from agent_py.core.budget import truncate_middle
+from agent_py.core.checks import Seen, Stage, first_refusal
 from agent_py.core.decline import DECLINE_TOOL
 from agent_py.core.errors import AgentError, LLMError, PromptTooLargeError
 from agent_py.core.events import EventType
@@ -356,10 +356,20 @@ class StepExecutor:
         says why the step failed."""
         tool, step, question, earlier = run.tool, run.step, run.question, run.earlier
         run.outcome.arguments = arguments
-        if self.grounded_arguments and tool.remote:
-            self._check_grounded(
-                tool, step, arguments, [question, *run.follow_up.questions], earlier
-            )
+        refused = first_refusal(
+            Stage.CALL,
+            self,
+            Seen(
+                question=question,
+                asked=run.follow_up.questions,
+                tool=tool,
+                arguments=arguments,
+                results=tuple(o.result for o in earlier if o.ok),
+                meta={"step_goal": step.step_goal},
+            ),
+        )
+        if refused is not None:
+            raise ToolError(refused)
         if tool.code_language is not None:
             self._check_own_data(tool, arguments, question, earlier)
             self._check_not_a_question(tool, arguments, run.follow_up.questions)
@@ -398,26 +408,6 @@ class StepExecutor:
         run.outcome.result = await call.act(arguments)
         if tool.code_language == "JavaScript" and not run.outcome.result.is_error:
             self._check_not_milliseconds(arguments, run.outcome.result, question)
-
-    @staticmethod
-    def _check_grounded(
-        tool: ToolBase,
-        step: StepSchema,
-        arguments: dict[str, Any],
-        asked: list[str],
-        earlier: list[StepOutcome],
-    ) -> None:
-        """Fail the step when its call's values come from nowhere (``grounded_arguments``):
-        not from what was ``asked`` (the task, the conversation's earlier questions) nor from
-        an earlier result."""
-        sources = [*asked, *(o.result.content for o in earlier if o.ok)]
-        invented = arguments_from_nowhere(arguments, sources)
-        if invented:
-            raise ToolError(
-                f"{tool.name} was not called: its values ({', '.join(invented)}) come from "
-                f"neither the task nor an earlier result, so {tool.name} does not fit "
-                f"'{step.step_goal}'; use a tool that does, or decline the task"
-            )
 
     @staticmethod
     def _check_own_data(

@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
+from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent_py.core import references
 
@@ -22,6 +23,40 @@ MAX_STEPS_PER_TASK = 5
 MAX_ID_CHARS = 16
 MAX_TEXT_CHARS = 300
 MAX_INPUT_CHARS = 400
+
+
+class Needs(StrEnum):
+    """What a plan task needs, as the model declares it: the check of the plan compares it
+    with what the task's tools can do (the agent's own tools compute and write; only a
+    remote tool can look something up outside the page or act in the world)."""
+
+    COMPUTE = "compute"
+    WRITE = "write"
+    LOOK_UP = "look_up"
+    ACT = "act"
+
+
+class AnswerKind(StrEnum):
+    """What the user's question wants back, as the model declares it with the plan: the
+    answer's checks hold the result to it (a bare number does not answer yes or no)."""
+
+    NUMBER = "number"
+    YES_NO = "yes_no"
+    DATE_TIME = "date_time"
+    LIST = "list"
+    TEXT = "text"
+
+
+def _known_or_none(enum: type[StrEnum]) -> Callable[[Any], Any]:
+    """A validator: a value of ``enum``, or None for anything else (a model's own word)."""
+
+    def known(value: Any) -> Any:
+        try:
+            return enum(str(value).strip().lower()) if value is not None else None
+        except ValueError:
+            return None
+
+    return known
 
 
 class _Tolerant(BaseModel):
@@ -45,11 +80,19 @@ class StepSchema(_Tolerant):
 class TaskSchema(_Tolerant):
     task_id: str = Field(min_length=1)
     task_goal: str
+    needs: Needs | None = None
+    """Declared by the model (required by the plan's grammar); None when a plan lacks it."""
     steps: list[StepSchema] = Field(min_length=1)
+
+    _needs = field_validator("needs", mode="before")(_known_or_none(Needs))
 
 
 class PlanSchema(_Tolerant):
+    answer: AnswerKind | None = None
+    """What the question wants back, declared by the model; None when a plan lacks it."""
     tasks: list[TaskSchema] = Field(min_length=1)
+
+    _answer = field_validator("answer", mode="before")(_known_or_none(AnswerKind))
 
     @model_validator(mode="after")
     def _unique_ids(self) -> PlanSchema:
@@ -122,6 +165,7 @@ def plan_json_schema(tool_names: Sequence[str], shape: PlanShape | None = None) 
         "properties": {
             "task_id": ident,
             "task_goal": text,
+            "needs": {"type": "string", "enum": [need.value for need in Needs]},
             "steps": {
                 "type": "array",
                 "items": step,
@@ -129,17 +173,28 @@ def plan_json_schema(tool_names: Sequence[str], shape: PlanShape | None = None) 
                 "maxItems": max_steps_per_task,
             },
         },
-        "required": ["task_id", "task_goal", "steps"],
+        "required": ["task_id", "task_goal", "needs", "steps"],
         "additionalProperties": False,
     }
     return {
         "type": "object",
         "properties": {
-            "tasks": {"type": "array", "items": task, "minItems": 1, "maxItems": max_tasks}
+            "answer": {"type": "string", "enum": [kind.value for kind in AnswerKind]},
+            "tasks": {"type": "array", "items": task, "minItems": 1, "maxItems": max_tasks},
         },
-        "required": ["tasks"],
+        "required": ["answer", "tasks"],
         "additionalProperties": False,
     }
+
+
+def declarations_optional(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` (``plan_json_schema``'s) without the model's declarations required: a plan
+    a person edited may leave ``answer`` and ``needs`` out."""
+    plan = json.loads(json.dumps(schema))
+    plan["required"] = [name for name in plan["required"] if name != "answer"]
+    task = plan["properties"]["tasks"]["items"]
+    task["required"] = [name for name in task["required"] if name != "needs"]
+    return dict(plan)
 
 
 def merge_duplicate_steps(plan: PlanSchema) -> tuple[PlanSchema, dict[str, str]]:
@@ -167,7 +222,7 @@ def merge_duplicate_steps(plan: PlanSchema) -> tuple[PlanSchema, dict[str, str]]
             tasks.append(task.model_copy(update={"steps": steps}))
     if not merged:
         return plan, {}
-    return PlanSchema(tasks=tasks), merged
+    return plan.model_copy(update={"tasks": tasks}), merged
 
 
 # A unit of up to 12 characters written four times or more in a row, then at most one more
@@ -204,7 +259,7 @@ def _with_inputs(
         tasks.append(task.model_copy(update={"steps": steps}))
     if not changed:
         return plan, {}
-    return PlanSchema(tasks=tasks), changed
+    return plan.model_copy(update={"tasks": tasks}), changed
 
 
 def _without_runaway(text: str | None, bound: int) -> str | None:
@@ -300,7 +355,7 @@ def rename_reused_ids(plan: PlanSchema, taken: set[str]) -> tuple[PlanSchema, di
         tasks.append(task.model_copy(update={"steps": steps}))
     if not renamed:
         return plan, {}
-    return PlanSchema(tasks=tasks), renamed
+    return plan.model_copy(update={"tasks": tasks}), renamed
 
 
 def step_references(step: StepSchema) -> list[str]:

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent_py.core.decline import (
-    DECLINE_TOOL,
-    TaskDeclined,
-    action_no_tool_takes,
-    declined_because,
-)
+from agent_py.core.checks import Seen, Stage, first_refusal
+from agent_py.core.decline import DECLINE_TOOL, TaskDeclined, declined_because
 from agent_py.core.events import EventType
 from agent_py.core.execution import CallMemory
 from agent_py.core.history import EventRecorder
@@ -39,8 +35,9 @@ def adopt(
     recorder: EventRecorder,
 ) -> PlanSchema:
     """``plan`` as it will run, added to the run's ``plans`` (which it follows); raises
-    TaskDeclined when a step declines the task, or a task is an action in the world that
-    only the agent's own tools (``own_tool``) would do."""
+    TaskDeclined when a step declines the task, or a check of the plan stage refuses it (a
+    task that needs a look-up or an action, planned with only the agent's own tools,
+    ``own_tool``)."""
     declined = decline_reason(plan, own_tool, question)
     if declined is not None:
         plans.append(plan)
@@ -86,11 +83,11 @@ def adopt(
 
 
 def decline_reason(plan: PlanSchema, own_tool: Callable[[str], bool], question: str) -> str | None:
-    """Why the run ends before it starts, when a step of ``plan`` declines the task or a
-    task of it, or the user's ``question``, is what no tool here can do
-    (``decline.action_no_tool_takes``)."""
+    """Why the run ends before it starts: a step of ``plan`` declines the task, or a check of
+    the plan stage (``checks``) finds that no tool here can do a task of it."""
     for step in plan.steps():
         if step.tool_name == DECLINE_TOOL:
             reason = step.input if step.input is not None else (step.arguments or {}).get("reason")
             return declined_because(str(reason or step.step_goal))
-    return action_no_tool_takes(plan.tasks, own_tool, question)
+    refused = first_refusal(Stage.PLAN, None, Seen(question=question, plan=plan, own_tool=own_tool))
+    return declined_because(refused) if refused is not None else None

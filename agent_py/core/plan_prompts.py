@@ -80,17 +80,19 @@ def _example_pairs(registry: ToolRegistry, shape: PlanShape) -> Iterator[tuple[s
         if any(tool is None for tool in tools):
             continue
         plan = {
+            "answer": example["answer"],
             "tasks": [
                 {
                     "task_id": task["task_id"],
                     "task_goal": _bounded(task["task_goal"], shape.max_text_chars),
+                    "needs": task["needs"],
                     "steps": [
                         _shaped_step(step, registry.get(step["tool_name"]), shape)
                         for step in task["steps"]
                     ],
                 }
                 for task in example["tasks"]
-            ]
+            ],
         }
         if len(plan["tasks"]) > shape.max_tasks:
             continue

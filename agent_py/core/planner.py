@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from agent_py.core.answer_checks import echoes_instructions, unusable_answer
+from agent_py.core.checks import Seen, Stage, first_refusal
 from agent_py.core.concurrency import run_together
 from agent_py.core.conversation import TurnDigest
 from agent_py.core.errors import ReplyParseError, RunFailure
@@ -21,7 +22,13 @@ from agent_py.core.llm import ModelRole, Usage
 from agent_py.core.messages import Message
 from agent_py.core.model_client import ModelClient
 from agent_py.core.parsing import RethinkStatus, clean_answer
-from agent_py.core.plan import PlanSchema, PlanShape, TaskSchema
+from agent_py.core.plan import (
+    AnswerKind,
+    PlanSchema,
+    PlanShape,
+    TaskSchema,
+    declarations_optional,
+)
 from agent_py.core.plan_adoption import adopt
 from agent_py.core.plan_turns import PlanTurns, RepeatedReply
 from agent_py.core.profiles import Strategy
@@ -50,6 +57,10 @@ class PlanRun:
     replans: int = 0
     plan_reply: str = ""
     """The model's reply that gave the first plan, as it wrote it (a later turn is shown it)."""
+
+    def answer_kind(self) -> AnswerKind | None:
+        """What the question wants back, as the latest plan that declared it says."""
+        return next((plan.answer for plan in reversed(self.plans) if plan.answer), None)
 
 
 StateListener = Callable[[AgentState], None]
@@ -255,10 +266,32 @@ class PlanAndRethink:
             async with self.model.unit(ModelRole.PLANNER):
                 final = await self.turns.answer(conversation, question, run.outcomes)
         problem = unusable_answer(final, [system, *self.turns.instructions()], question)
+        if problem is None:
+            problem = self._answer_refused(final, question, run, earlier_turns)
         if problem is not None:
             raise RunFailure(problem)
         run.answer = final
         return run
+
+    def _answer_refused(
+        self, final: str, question: str, run: PlanRun, earlier_turns: Sequence[TurnDigest]
+    ) -> str | None:
+        """Why the checks of the answer stage (``checks``) refuse ``final``, or None. Their
+        data: the task, the conversation, and the results of code and remote tools (the
+        writer's text is the model's own)."""
+        data = tuple(
+            o.result
+            for o in run.outcomes
+            if o.ok and not getattr(self.registry.get(o.step.tool_name), "uses_model", True)
+        )
+        seen = Seen(
+            question=question,
+            asked=tuple(text for turn in earlier_turns for text in (turn.question, turn.answer)),
+            results=data,
+            answer=final,
+            kind=run.answer_kind(),
+        )
+        return first_refusal(Stage.ANSWER, self.strategy, seen)
 
     async def prefill(self) -> Usage | None:
         """Prefill the plan call's fixed part into the engine's cache (PlanTurns.prefill)."""
@@ -281,7 +314,7 @@ class PlanAndRethink:
             reviewer=self.reviewer,
             policy=self.review,
             registry=self.registry,
-            schema=self.plan_schema(),
+            schema=declarations_optional(self.plan_schema()),
             recorder=self.recorder,
             on_reviewing=lambda: self._on_state(AgentState.REVIEWING),
         )
@@ -354,7 +387,7 @@ class PlanAndRethink:
         outcomes = self._founded(question, earlier, outcomes, task)
         outcomes = self._chained(run, earlier, outcomes, task)
         outcomes = changes_the_last_result(follow_up, outcomes, task, self.recorder)
-        return says_yes_or_no(question, outcomes, task, self.recorder)
+        return says_yes_or_no(run.answer_kind(), outcomes, task, self.recorder)
 
     def _founded(
         self,

@@ -100,7 +100,7 @@ class Strategy(BaseModel):
     which write their texts as code."""
     grounded_arguments: bool = False
     """A remote (MCP) tool's call fails its step when none of its argument values comes from
-    the task, the conversation or an earlier result (``answer_checks.arguments_from_nowhere``):
+    the task, the conversation or an earlier result (``checks.grounded_arguments``):
     a model that picked a tool that does not fit the task invents its values (``add(0, 0)``
     to delete a record), and the invented call's result would be reported as done."""
     caret_is_power: bool = False
@@ -134,11 +134,16 @@ class ModelProfile(BaseModel):
 # one program across steps (a variable of another step) or wrote "$80" for 80, and the
 # rethink gave up or a corrected plan repeated the code; both cost model calls only after a
 # step failed. Grounded arguments: asked to use a delete tool the server lacks, the model
-# called add(30.603752, -121.388927), and the run completed with its sum.
+# called add(30.603752, -121.388927), and the run completed with its sum. The decline tool:
+# a task no tool here can do must be able to say so, in every profile.
 FULL = ModelProfile(
     name="full",
     strategy=Strategy(
-        tool_hint=True, code_call_after_failure=True, code_repair=True, grounded_arguments=True
+        tool_hint=True,
+        code_call_after_failure=True,
+        code_repair=True,
+        grounded_arguments=True,
+        decline=True,
     ),
 )
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from agent_py.core.answer_checks import data_left_out, number_for_yes_or_no, text_values
+from agent_py.core.answer_checks import data_left_out, text_values
+from agent_py.core.checks.answer_kind import wrong_kind
 from agent_py.core.concurrency import run_together
 from agent_py.core.events import EventType
 from agent_py.core.execution import (
@@ -19,7 +20,7 @@ from agent_py.core.execution import (
 )
 from agent_py.core.history import EventRecorder
 from agent_py.core.parsing import RethinkStatus
-from agent_py.core.plan import TaskSchema, step_references
+from agent_py.core.plan import AnswerKind, TaskSchema, step_references
 from agent_py.core.tool import ToolResult
 
 
@@ -48,14 +49,17 @@ def founded(
 
 
 def says_yes_or_no(
-    question: str, outcomes: list[StepOutcome], task: TaskSchema, recorder: EventRecorder
+    kind: AnswerKind | None,
+    outcomes: list[StepOutcome],
+    task: TaskSchema,
+    recorder: EventRecorder,
 ) -> list[StepOutcome]:
     """The last task's ``outcomes``, its one step failed when its result would be handed to
-    the user as it is (Strategy.answer_from_single_step) but is a bare number for a yes-or-no
-    question (``answer_checks.number_for_yes_or_no``): code that returns 1 for "is it prime?"
-    answers neither, and a corrected plan can return true or false."""
+    the user as it is (Strategy.answer_from_single_step) but is a bare number where the plan
+    declared a yes-or-no answer (``checks.answer_kind``): code that returns 1 for "is it
+    prime?" answers neither, and a corrected plan can return true or false."""
     answer = single_step_answer(outcomes)
-    if answer is None or not number_for_yes_or_no(answer, question):
+    if answer is None or kind is not AnswerKind.YES_NO or wrong_kind(answer, kind) is None:
         return outcomes
     why = (
         f"its result {_shown(answer)} says neither yes nor no, and the task asks a yes-or-no "

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_py.core import references
+from agent_py.core.checks.description_as_value import described_not_given
 from agent_py.core.concurrency import run_abandonable
 from agent_py.core.errors import InvalidArgumentsError, ReplyParseError
 from agent_py.core.grammar import fenced_code_grammar
@@ -52,26 +53,105 @@ def fenced_block(reply: str) -> str:
 
 
 def resolve_references(
-    value: Any, results: Mapping[str, ToolResult], step_ids: Collection[str] = ()
+    value: Any,
+    results: Mapping[str, ToolResult],
+    step_ids: Collection[str] = (),
+    code_language: str | None = None,
 ) -> Any:
     """Replace ``${step_id}`` with that step's result, inside strings at any depth.
 
     Only ids of planned steps (``step_ids``, plus those with results) are references, so
     JavaScript template literals such as ``${words.length}`` pass through untouched. A
     string that is exactly one reference becomes the step's structured data when it has
-    any, so a list stays a list; elsewhere the result's text is spliced in.
+    any, so a list stays a list; elsewhere the result's text is spliced in. With
+    ``code_language`` (the arguments of a code tool), code strings get each result as a
+    literal of that language (``splice_into_code``).
     """
 
     def whole(step_id: str) -> Any:
         result = _lookup(step_id, results)
         return result.data if result.data is not None else result.content
 
+    known = set(step_ids) | set(results)
+    if code_language is not None and isinstance(value, dict):
+        # The code of a code tool: each reference becomes a literal of the language.
+        value = {
+            key: splice_into_code(item, results, known, code_language)
+            if isinstance(item, str)
+            else item
+            for key, item in value.items()
+        }
     return references.resolve(
         value,
         set(step_ids) | set(results),
         whole=whole,
         spliced=lambda step_id: _lookup(step_id, results).reference_text(),
     )
+
+
+def splice_into_code(
+    code: str, results: Mapping[str, ToolResult], known: Collection[str], language: str
+) -> str:
+    """``code`` with each ``${step_id}`` of ``known`` replaced so that the code stays valid:
+    inside a string literal, the result's text escaped for that literal; elsewhere, the
+    result as a literal of its own (a number as a number, text as a quoted string). A tool's
+    text (a page, a log) spliced raw into ``'${s1}'`` breaks at its first quote or newline."""
+    out: list[str] = []
+    quote: str | None = None  # the open literal's delimiter
+    index = 0
+    while index < len(code):
+        match = references.REFERENCE.match(code, index)
+        if match and match.group(1) in known:
+            out.append(_code_literal(_lookup(match.group(1), results), quote, language))
+            index = match.end()
+            continue
+        char = code[index]
+        if quote is not None and char == "\\":
+            out.append(code[index : index + 2])
+            index += 2
+            continue
+        if quote is not None and code.startswith(quote, index):
+            out.append(quote)
+            index += len(quote)
+            quote = None
+            continue
+        if quote is None and char in _QUOTES:
+            triple = code[index : index + 3]
+            quote = triple if language == "Python" and triple in _TRIPLE_QUOTES else char
+            out.append(quote)
+            index += len(quote)
+            continue
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
+_QUOTES = ("'", '"', "`")
+_TRIPLE_QUOTES = ("'" * 3, '"' * 3)
+
+
+def _code_literal(result: ToolResult, quote: str | None, language: str) -> str:
+    """``result`` written into code: escaped for the open literal ``quote``, or as a literal."""
+    text = result.reference_text()
+    if quote is not None:
+        escaped = json.dumps(text, ensure_ascii=False)[1:-1]
+        if quote.startswith("'"):
+            escaped = escaped.replace("'", "\\'")
+        elif quote == "`":
+            escaped = escaped.replace("`", "\\`").replace("${", "\\${")
+        return escaped
+    data = result.data
+    if isinstance(data, bool) or (not isinstance(data, (int, float, str)) and data is not None):
+        if language == "Python":
+            return repr(data)
+        return json.dumps(data, ensure_ascii=False, default=str)
+    if isinstance(data, (int, float)):
+        return repr(data) if language == "Python" else json.dumps(data)
+    try:
+        float(text)
+    except ValueError:
+        return json.dumps(text, ensure_ascii=False)
+    return text.strip()  # a number printed as text: a number in the code
 
 
 def _lookup(step_id: str, results: Mapping[str, ToolResult]) -> ToolResult:
@@ -142,9 +222,17 @@ class StepAction:
             planned = {main: planned_input}
         if planned is None:
             return None, "the plan gave no arguments"
-        resolved = resolve_references(planned, results, step_ids)
-        problem = validate_arguments(self.tool.input_schema, resolved)
+        resolved = resolve_references(planned, results, step_ids, self.tool.code_language)
+        problem = self._problem(resolved)
         return (resolved, None) if problem is None else (None, problem)
+
+    def _problem(self, arguments: Any) -> str | None:
+        """Why ``arguments`` cannot be used: they do not meet the tool's schema, or a value
+        is its parameter's description (``checks.description_as_value``)."""
+        problem = validate_arguments(self.tool.input_schema, arguments)
+        if problem is None and isinstance(arguments, dict):
+            problem = described_not_given(self.tool.input_schema, arguments)
+        return problem
 
     async def think(
         self,
@@ -294,8 +382,8 @@ class StepAction:
         code = fenced_block(reply)
         if not code:
             raise InvalidArgumentsError(f"the model wrote no {language} code")
-        arguments = resolve_references({main: code}, results, step_ids)
-        problem = validate_arguments(self.tool.input_schema, arguments)
+        arguments = resolve_references({main: code}, results, step_ids, self.tool.code_language)
+        problem = self._problem(arguments)
         if problem is not None:
             raise InvalidArgumentsError(f"invalid arguments for {self.tool.name}: {problem}")
         return dict(arguments)
@@ -352,8 +440,8 @@ class StepAction:
             return None, exc.reason
         if not isinstance(value, dict):
             return None, "the reply must be one JSON object"
-        resolved = resolve_references(value, results, step_ids)
-        problem = validate_arguments(self.tool.input_schema, resolved)
+        resolved = resolve_references(value, results, step_ids, self.tool.code_language)
+        problem = self._problem(resolved)
         return (resolved, None) if problem is None else (None, problem)
 
 

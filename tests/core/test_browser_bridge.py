@@ -195,7 +195,9 @@ print(json.dumps([before, "jsonschema" in sys.modules, schema._validator.cache_i
     ).stdout
     imported_before, imported_after, validators, templates, template_files = json.loads(out)
     assert not imported_before and imported_after
-    assert validators == 3  # the built-ins' argument schemas: generator, JavaScript, Python
+    assert (
+        validators == 4
+    )  # the built-ins' argument schemas: generator, JavaScript, Python, decline
     assert templates == template_files
 
 

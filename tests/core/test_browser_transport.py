@@ -455,7 +455,8 @@ async def test_a_server_slower_than_the_wait_joins_from_the_next_run(
     monkeypatch.setattr(session_module, "SERVERS_WAIT_S", 0.05)
     write = add_plan("calc__add").replace("calc__add", "llm_generator")
     write = write.replace('{"a": 2, "b": 3}', '{"prompt": "add 2 and 3"}')
-    bridge = PageBridge([write, "five", "<status>done</status><final>5</final>"])
+    # (The writer's answer in words: a number it wrote would be made up, no code computed it.)
+    bridge = PageBridge([write, "five", "<status>done</status><final>five</final>"])
     http = FakeHttp(mcp_server)
     http.hold_start = asyncio.Event()  # never answers during the run
     page = PageSession(bridge, http=http)

@@ -24,7 +24,8 @@ def test_the_small_plan_schema_becomes_a_grammar_with_its_bounds_and_no_whitespa
     )
     assert grammar is not None
     rules = rules_of(grammar)
-    assert rules["root"] == '"{" "\\"tasks\\":" root-tasks "}"'
+    assert rules["root"] == '"{" "\\"answer\\":" root-answer ",\\"tasks\\":" root-tasks "}"'
+    assert rules["root-answer"].startswith('"\\"number\\"" | "\\"yes_no\\""')
     assert rules["root-tasks"] == '"[" root-tasks-item ("," root-tasks-item){0,1} "]"'
     assert rules["root-tasks-item-steps-item-input"] == '"\\"" (char{0,159} last-char)? "\\""'
     assert rules["root-tasks-item-steps-item-tool-name"] == (
@@ -39,7 +40,7 @@ def test_the_spaced_form_has_json_dumps_separators_and_no_other_whitespace() -> 
     grammar = compact_grammar(schema, spaced=True)
     assert grammar is not None
     rules = rules_of(grammar)
-    assert rules["root"] == '"{" "\\"tasks\\": " root-tasks "}"'
+    assert rules["root"] == '"{" "\\"answer\\": " root-answer ", \\"tasks\\": " root-tasks "}"'
     assert rules["root-tasks"] == '"[" root-tasks-item (", " root-tasks-item){0,1} "]"'
     assert rules["root-tasks-item"].startswith('"{" "\\"task_id\\": " root-tasks-item-task-id')
     # The same bounds as the form without spaces.

@@ -16,16 +16,18 @@ from agent_py.core.answer_checks import (
     data_left_out,
     echoes_instructions,
     months_counted_from_one,
-    number_for_yes_or_no,
     question_data,
     refuses,
     repeats_itself,
 )
-from agent_py.core.decline import Decline, action_no_tool_takes
+from agent_py.core.checks import Seen, Stage, checks_at
+from agent_py.core.checks.answer_kind import wrong_kind
+from agent_py.core.checks.needs_a_tool import run as needs_a_tool
+from agent_py.core.decline import Decline
 from agent_py.core.events import FailureCause
 from agent_py.core.llm import CallInfo, Message
-from agent_py.core.plan import StepSchema, TaskSchema
-from agent_py.core.profiles import TINY
+from agent_py.core.plan import AnswerKind, Needs, PlanSchema, StepSchema, TaskSchema
+from agent_py.core.profiles import FULL, SMALL, TINY
 from agent_py.core.prompts import render
 from agent_py.tools.llm_generator import LLMGenerator
 
@@ -210,15 +212,16 @@ def code_step(step_id: str, code: str) -> dict[str, Any]:
     }
 
 
-def planner_of(*codes: list[str]) -> tuple[Any, list[str]]:
+def planner_of(*codes: list[str], answer: str | None = None) -> tuple[Any, list[str]]:
     """A plan call that answers with the given plans in turn (each a list of tasks' code),
-    and the prompts it saw."""
+    each declaring ``answer`` as its answer kind, and the prompts it saw."""
     seen: list[str] = []
 
     def plan(messages: list[Message], call: CallInfo) -> str:
         seen.append(str(messages[-1]["content"]))
         tasks = codes[len(seen) - 1]
-        return plan_reply(*[[code_step(f"s{i + 1}", code)] for i, code in enumerate(tasks)])
+        steps = [[code_step(f"s{i + 1}", code)] for i, code in enumerate(tasks)]
+        return plan_reply(*steps, answer=answer)
 
     return plan, seen
 
@@ -278,7 +281,7 @@ async def test_with_the_code_call_a_result_that_left_data_out_is_written_again_f
 
 
 async def test_a_number_for_a_yes_or_no_question_is_planned_again() -> None:
-    plan, seen = planner_of(["return 97 % 2;"], ["return 97 % 2 === 1;"])
+    plan, seen = planner_of(["return 97 % 2;"], ["return 97 % 2 === 1;"], answer="yes_no")
     agent, sink = make_agent(ScriptedLLM(plan), config=SMALL_REPLAN)
 
     result = await agent.task("Is 97 a prime number?")
@@ -296,14 +299,15 @@ async def test_a_number_for_a_yes_or_no_question_is_planned_again() -> None:
 
 async def test_a_number_for_a_yes_or_no_question_is_never_the_answer() -> None:
     """Without a corrected plan that answers it, the run ends failed and says why."""
-    plan, _ = planner_of(["return 97 % 2;"], ["return 97 % 3;"])
+    plan, _ = planner_of(["return 97 % 2;"], ["return 97 % 3;"], answer="yes_no")
     agent, _ = make_agent(ScriptedLLM(plan), config=SMALL_REPLAN)
     result = await agent.task("Is 97 a prime number?")
     assert result.state is AgentState.FAILED
     assert result.error is not None and "says neither yes nor no" in result.error
 
     # An answer the model writes (the full profile's) is held to it as well.
-    llm = ScriptedLLM.replaying({"plan": ONE_STEP, "rethink": CONTINUE, "answer": "0"})
+    one_step = plan_reply([step("s1", "echo", {"text": "a", "times": 1})], answer="yes_no")
+    llm = ScriptedLLM.replaying({"plan": one_step, "rethink": CONTINUE, "answer": "0"})
     agent, _ = make_agent(llm, EchoTool())
     result = await agent.task("Does 10 divide 100?")
     assert (result.state, result.error) == (
@@ -314,22 +318,24 @@ async def test_a_number_for_a_yes_or_no_question_is_never_the_answer() -> None:
 
 
 @pytest.mark.parametrize(
-    ("answer", "question", "neither"),
+    ("answer", "kind", "wrong"),
     [
-        ("1", "Is 97 a prime number?", True),
-        ("0", "I have 3 cats and 2 dogs. Are there more cats than dogs?", True),
-        ("true", "Is 97 a prime number?", False),
-        ("No, 221 = 13 x 17.", "Is 221 a prime number?", False),
-        ("19", "Is 17 or 19 larger?", False),  # a choice
-        ("42", "Can you multiply 6 by 7?", False),  # a request put as a question
-        ("42", "What is 6 times 7?", False),
-        ("5", "Count the vowels in 'banana'. Is it more than 2? How many?", False),
+        ("1", AnswerKind.YES_NO, True),
+        ("0", AnswerKind.YES_NO, True),
+        ("true", AnswerKind.YES_NO, False),
+        ("No, 221 = 13 x 17.", AnswerKind.YES_NO, False),
+        ("不是，221 = 13 × 17", AnswerKind.YES_NO, False),  # any language
+        ("19", AnswerKind.NUMBER, False),
+        ("true", AnswerKind.NUMBER, True),  # a forecast "answered" true
+        ("二十九", AnswerKind.NUMBER, True),
+        ("42", AnswerKind.TEXT, False),
+        ("1", None, False),  # nothing declared: nothing to hold it to
     ],
 )
-def test_a_yes_or_no_question_opens_with_a_verb_and_offers_no_choice(
-    answer: str, question: str, neither: bool
+def test_an_answer_is_held_to_the_kind_the_plan_declared(
+    answer: str, kind: AnswerKind | None, wrong: bool
 ) -> None:
-    assert number_for_yes_or_no(answer, question) is neither
+    assert (wrong_kind(answer, kind) is not None) is wrong
 
 
 async def test_javascript_dates_with_months_counted_from_one_are_not_run() -> None:
@@ -585,7 +591,8 @@ async def test_a_task_to_act_in_the_world_with_only_the_writer_ends_failed() -> 
     task "Send an email" whose one step writes it; the email was reported as the answer, as
     if sent. The writer and the code sandboxes cannot act in the world."""
     plan = plan_reply(
-        [step("s1", "llm_generator", {"prompt": "Write an email to Ann saying hi."})]
+        [step("s1", "llm_generator", {"prompt": "Write an email to Ann saying hi."})],
+        needs="act",
     ).replace('"task_goal": "task 1"', '"task_goal": "Send an email to Ann"')
     agent, sink = make_agent(ScriptedLLM.replaying({"plan": plan}), LLMGenerator())
 
@@ -593,8 +600,9 @@ async def test_a_task_to_act_in_the_world_with_only_the_writer_ends_failed() -> 
 
     assert result.state is AgentState.FAILED and result.failure is FailureCause.TASK
     assert result.error == (
-        "the task cannot be done here: 'Send an email to Ann' is an action in the world, and "
-        "no tool here can take it (the plan's llm_generator only writes text or computes)"
+        "the task cannot be done here: task 'Send an email to Ann' needs an action outside "
+        "this page, and no tool here can do that (the plan's llm_generator only writes text "
+        "or computes)"
     )
     assert not of_type(sink.events, "step_started")  # nothing ran
 
@@ -603,16 +611,17 @@ async def test_a_task_to_read_a_file_with_only_the_writer_ends_failed() -> None:
     """Seen (the 0.5B model, after a kernel change moved its floats): "Read the file
     /etc/hostname on this computer and tell me what it says." given whole to the writer,
     which answered that the file says "hostname", and the run completed."""
-    question = "Read the file /etc/hostname on this computer and tell me what it says."
-    plan = plan_reply([step("s1", "llm_generator", {"prompt": question})])
+    question = "Lies die Datei /etc/hostname auf diesem Rechner und sag mir, was drinsteht."
+    plan = plan_reply([step("s1", "llm_generator", {"prompt": question})], needs="look_up")
     agent, sink = make_agent(ScriptedLLM.replaying({"plan": plan}), LLMGenerator())
 
     result = await agent.task(question)
 
     assert result.state is AgentState.FAILED and result.failure is FailureCause.TASK
     assert result.error == (
-        f"the task cannot be done here: '{question}' needs a file or a web page, and no tool "
-        "here can read one (the plan's llm_generator only writes text or computes)"
+        "the task cannot be done here: task 'task 1' needs data from outside this page (a "
+        "page, a file, live data, a server's records), and no tool here can do that (the "
+        "plan's llm_generator only writes text or computes)"
     )
     assert not of_type(sink.events, "step_started")  # nothing ran
 
@@ -621,108 +630,62 @@ async def test_a_request_for_live_data_with_only_code_ends_failed() -> None:
     """Seen (the 0.5B model): "What's the weather like in Oslo right now?" planned as one
     code step; its code returned a made-up forecast, and only the check on text written into
     code stopped it, after two code calls and a second plan."""
-    question = "What's the weather like in Oslo right now?"
+    question = "奥斯陆现在的天气怎么样？"
     plan = plan_reply(
         [step("s1", "javascript_execute", {"code": "return 'Cloudy, 15 degrees';"})],
+        needs="look_up",
     )
     agent, sink = make_agent(ScriptedLLM.replaying({"plan": plan}))
 
     result = await agent.task(question)
 
     assert result.state is AgentState.FAILED and result.failure is FailureCause.TASK
-    assert result.error == (
-        f"the task cannot be done here: '{question}' needs live data, and no tool here can "
-        "look it up (the plan's javascript_execute only writes text or computes)"
-    )
+    assert result.error is not None and "needs data from outside this page" in result.error
+    assert "javascript_execute only writes text or computes" in result.error
     assert not of_type(sink.events, "step_started")
 
 
 @pytest.mark.parametrize(
-    ("goal", "tool", "declined"),
+    ("needs", "tool", "declined"),
     [
-        ("Read the file /etc/hostname", "llm_generator", True),
-        ("Read the file", "llm_generator", True),  # the path only in the step's input
-        ("Download the page https://example.com", "javascript_execute", True),
-        ("open ~/notes.txt and count its lines", "python_execute", True),
-        ("Read the page https://example.com", "web__fetch", False),  # a remote tool may read
-        ("Read the text and count its words", "llm_generator", False),  # the task's own text
-        ("Read 3/4 of the list aloud", "llm_generator", False),  # a fraction, not a path
-        ("Count the words in /etc/hostname", "javascript_execute", False),  # no verb of reading
-        ("Read the page below and give its title: <title>Hi</title>", "llm_generator", False),
-        ("Open the file pasted here and count its lines", "python_execute", False),
-        ("Send an email to Ann", "llm_generator", True),
-        ("Book a table for two", "javascript_execute", True),
-        ("buy the cheapest ticket", "llm_generator", True),
-        ("Send an email to Ann", "mail__send", False),  # a remote tool may act
-        ("Send me a poem about rain", "llm_generator", False),  # "give me"
-        ("Call the function with 3 and 4", "javascript_execute", False),
-        ("Order the words alphabetically", "javascript_execute", False),
-        ("Write the booking request", "llm_generator", False),
-        ("Text my sister that I am late", "llm_generator", True),
-        ("email them the minutes", "llm_generator", True),
-        ("Notify my team of the delay", "llm_generator", True),
-        ("Tell his story in one sentence", "llm_generator", False),  # a text to write
-        ("Text message for my sister", "llm_generator", False),  # a text to write here
-        ("Get the weather in Oslo right now", "javascript_execute", True),
-        ("Look up today's price of gold", "llm_generator", True),
-        ("Find the latest news headlines", "llm_generator", True),
-        ("Get the weather in Oslo right now", "weather__now", False),
-        ("Compute the price now, after 25% off", "javascript_execute", False),  # bare "now"
-        ("The current price is $80: take 25% off", "javascript_execute", False),  # its data
-        ("Find today's date", "javascript_execute", False),  # code reads the clock
+        (Needs.LOOK_UP, "llm_generator", True),
+        (Needs.LOOK_UP, "javascript_execute", True),
+        (Needs.ACT, "python_execute", True),
+        (Needs.LOOK_UP, "web__fetch", False),  # a remote tool may read
+        (Needs.ACT, "mail__send", False),  # a remote tool may act
+        (Needs.COMPUTE, "javascript_execute", False),
+        (Needs.WRITE, "llm_generator", False),
+        (None, "llm_generator", False),  # nothing declared: nothing to compare
     ],
 )
-def test_an_action_in_the_world_is_a_goal_that_opens_with_its_verb(
-    goal: str, tool: str, declined: bool
+def test_a_task_that_needs_a_look_up_or_an_action_needs_a_remote_tool(
+    needs: Needs | None, tool: str, declined: bool
 ) -> None:
+    """The model declares what a task needs; the check compares it with the tools, in
+    whatever language the task is written."""
     task = TaskSchema(
         task_id="t1",
-        task_goal=goal,
+        task_goal="帮我订一张去北京的火车票",
+        needs=needs,
         steps=[StepSchema(step_id="s1", step_goal="do it", tool_name=tool)],
     )
-    reason = action_no_tool_takes([task], lambda name: "__" not in name, "Do it.")
-    assert (reason is not None) is declined
+    seen = Seen(question="帮我订一张去北京的火车票", plan=PlanSchema(tasks=[task]),
+                own_tool=lambda name: "__" not in name)  # fmt: skip
+    assert (needs_a_tool(seen) is not None) is declined
 
 
-@pytest.mark.parametrize(
-    ("question", "declined"),
-    [
-        ("What's the price of bitcoin right now?", True),
-        ("What's today's price of gold in Zurich's market?", True),  # apostrophes, no quote
-        ("Is it raining in London at the moment?", True),
-        ("What is today's euro to dollar exchange rate?", True),
-        ("Send an email to bob@example.com saying hello.", True),
-        ("Text my sister that I'll be late.", True),
-        ("A jacket costs $80 and it's 25% off. What's the price now?", False),
-        ("How much is 100 dollars in euros right now?", False),  # a number: not caught
-        ("What's the current time in UTC?", False),
-        ("What was the price of bread in 1990?", False),
-        ("Write a short text message for my sister's birthday.", False),
-        ("Write a haiku about today's weather.", False),  # a text to write, not a lookup
-        ("Summarise in one sentence: The latest news is that the shop has moved.", False),
-        ("How many words are in 'the current price is high'?", False),  # quoted data
-    ],
-)
-def test_a_request_no_tool_here_can_do_ends_a_plan_of_only_own_tools(
-    question: str, declined: bool
-) -> None:
-    writes = TaskSchema(
-        task_id="t1",
-        task_goal="Answer",
-        steps=[StepSchema(step_id="s1", step_goal="answer", tool_name="llm_generator")],
-    )
-    own_tool = lambda name: "__" not in name  # noqa: E731
-    reason = action_no_tool_takes([writes], own_tool, question)
-    assert (reason is not None) is declined
-    if declined:
-        assert reason is not None and f"'{question}'" in reason
-    # A remote tool in another task of the plan might do it: the request alone declines nothing.
-    looks_up = TaskSchema(
-        task_id="t2",
-        task_goal="Look it up",
-        steps=[StepSchema(step_id="s2", step_goal="look it up", tool_name="web__search")],
-    )
-    assert action_no_tool_takes([looks_up, writes], own_tool, question) is None
+def test_a_declaration_the_grammar_does_not_know_is_read_as_none() -> None:
+    plan = PlanSchema.model_validate(
+        {"answer": "a number", "tasks": [{"task_id": "t1", "task_goal": "g", "needs": "Compute",
+         "steps": [{"step_id": "s1", "step_goal": "g", "tool_name": "x"}]}]}
+    )  # fmt: skip
+    assert plan.answer is None and plan.tasks[0].needs is Needs.COMPUTE
+
+
+def test_every_profile_has_the_plan_and_answer_checks() -> None:
+    for profile in (TINY, SMALL, FULL):
+        names = {c.name for s in Stage for c in checks_at(s, profile.strategy)}
+        assert {"needs_a_tool", "description_as_value", "answer_kind", "made_up_numbers"} <= names
 
 
 async def test_a_plan_that_declines_ends_failed_with_its_reason_and_runs_nothing() -> None:
@@ -753,7 +716,5 @@ async def test_a_plan_that_declines_ends_failed_with_its_reason_and_runs_nothing
     assert result.error == "the task cannot be done here: it needs live prices"
 
 
-def test_the_decline_tool_is_offered_to_small_models_not_tiny_ones() -> None:
-    from agent_py.core.profiles import SMALL
-
-    assert SMALL.strategy.decline and not TINY.strategy.decline
+def test_the_decline_tool_is_offered_in_every_profile_but_the_tiny_one() -> None:
+    assert SMALL.strategy.decline and FULL.strategy.decline and not TINY.strategy.decline

@@ -39,8 +39,12 @@ def test_schema_is_flat_and_bounded() -> None:
 def test_tool_name_is_limited_to_the_tools_that_exist() -> None:
     schema = plan_json_schema(["llm_generator", "javascript_execute"])
     validator = Draft202012Validator(schema)
-    good = json.loads(plan_reply([step("s1", "llm_generator", {"prompt": "x"})], wrap=False))
-    bad = json.loads(plan_reply([step("s1", "web_search")], wrap=False))
+    declared = {"answer": "text", "needs": "write"}
+    good = json.loads(
+        plan_reply([step("s1", "llm_generator", {"prompt": "x"})], wrap=False, **declared)
+    )
+    bad = json.loads(plan_reply([step("s1", "web_search")], wrap=False, **declared))
+    assert not validator.is_valid(json.loads(plan_reply([step("s1", "llm_generator")], wrap=False)))
     assert validator.is_valid(good)
     errors = list(validator.iter_errors(bad))
     assert errors and "is not one of" in errors[0].message

@@ -573,8 +573,8 @@ async def test_the_plan_grammar_has_the_separators_its_engine_asks_for(spaced: b
 
     call = llm.calls[0][1]
     assert call.schema is not None and call.grammar is not None
-    assert ('"\\"tasks\\": "' in call.grammar) is spaced
-    assert ('"\\"tasks\\":"' in call.grammar) is not spaced
+    assert ('", \\"tasks\\": "' in call.grammar) is spaced
+    assert ('",\\"tasks\\":"' in call.grammar) is not spaced
 
 
 async def test_fenced_code_comes_from_a_plain_text_call_and_runs() -> None:

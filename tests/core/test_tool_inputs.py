@@ -12,10 +12,10 @@ from support import default_tools, make_agent, of_type, plan_reply
 
 from agent_py import AgentConfig, AgentState, EventType, ScriptedLLM, ToolBase
 from agent_py.core.answer_checks import (
-    arguments_from_nowhere,
     days_in_milliseconds,
     example_data_copied,
 )
+from agent_py.core.checks.grounded_arguments import arguments_from_nowhere
 from agent_py.core.execution import example_copied, example_task_copied
 from agent_py.core.llm import CallInfo, Message
 from agent_py.core.profiles import FULL, SMALL
@@ -128,7 +128,7 @@ def test_values_from_the_task_or_a_result_are_grounded() -> None:
     task = "Book me a table for two at 8 tonight."
     assert arguments_from_nowhere({"a": 1, "b": 1}, [task]) == ["1", "1"]
     assert arguments_from_nowhere({"a": 0, "b": 0}, ["Delete Zubrowka."]) == ["0", "0"]
-    assert arguments_from_nowhere({"a": 2, "b": 1}, [task]) == []  # "two"
+    assert arguments_from_nowhere({"a": 2, "b": 1}, [task]) == ["2", "1"]  # digits only
     assert arguments_from_nowhere({"a": 8.0, "b": 5}, [task]) == []
     assert arguments_from_nowhere({"a": 3, "b": 3600}, ["How many seconds in 3 hours?"]) == []
     assert arguments_from_nowhere({"a": 42, "b": 8}, ["Add 8 to that.", "result: 42"]) == []
@@ -136,7 +136,7 @@ def test_values_from_the_task_or_a_result_are_grounded() -> None:
     assert arguments_from_nowhere({"country": "Genovia"}, ["Capital of Freedonia?"]) == [
         "'Genovia'"
     ]
-    assert arguments_from_nowhere({"n": "12"}, ["Twelve eggs"]) == []
+    assert arguments_from_nowhere({"n": "12"}, ["Twelve eggs"]) == ["12"]  # words: any language
     assert arguments_from_nowhere({}, ["anything"]) == []  # nothing to check
     assert arguments_from_nowhere({"flag": True}, ["anything"]) == []
 
@@ -220,7 +220,7 @@ async def test_the_full_profile_refuses_a_remote_call_with_invented_values() -> 
     assert add.calls == []
     assert result.state is AgentState.FAILED
     assert result.steps[0].output.startswith(
-        "atlas__add was not called: its values (30.603752, '-121.388927') come from neither"
+        "atlas__add was not called: its values (30.603752, -121.388927) come from neither"
     )
 
 

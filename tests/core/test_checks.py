@@ -1,0 +1,207 @@
+"""The checks folder (agent_py.core.checks): each check refuses what it names and passes the
+rest, in any language, through the agent where a run shows it. Scripted model, real tools
+(JavaScript runs in Node)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support import make_agent, plan_reply, step
+
+from agent_py import AgentConfig, AgentState, JavascriptExecutor, ScriptedLLM
+from agent_py.core.checks import CHECKS, Seen, Stage
+from agent_py.core.checks.description_as_value import described_not_given
+from agent_py.core.checks.grounded_arguments import arguments_from_nowhere
+from agent_py.core.checks.made_up_numbers import made_up
+from agent_py.core.checks.made_up_numbers import run as made_up_numbers
+from agent_py.core.plan import AnswerKind
+from agent_py.core.profiles import FULL, SMALL
+from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult
+from agent_py.tools.node_runner import NodeRunner
+
+ZONE = "IANA timezone name (e.g., 'America/New_York', 'Europe/London')."
+
+
+class CurrentTime(ToolBase):
+    """The shape of the MCP reference time server's get_current_time."""
+
+    name = "time__get_current_time"
+    description = "Get current time in a specific timezone."
+    input_schema = {
+        "type": "object",
+        "properties": {"timezone": {"type": "string", "description": ZONE}},
+        "required": ["timezone"],
+    }
+    remote = True
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        self.calls.append(arguments)
+        if "e.g." in arguments["timezone"]:
+            raise ToolError(f"Invalid timezone: {arguments['timezone']}")
+        return ToolResult('{"timezone": "Asia/Tokyo", "datetime": "2026-12-02T06:15:42+09:00"}')
+
+
+class Fetch(ToolBase):
+    """The shape of the MCP reference fetch server's fetch: Markdown of a page."""
+
+    name = "fetch__fetch"
+    description = "Fetches a URL and gives its contents as Markdown."
+    input_schema = {
+        "type": "object",
+        "properties": {"url": {"type": "string", "format": "uri", "description": "URL to fetch"}},
+        "required": ["url"],
+    }
+    remote = True
+
+    def __init__(self, page: str | None) -> None:
+        self.page = page
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if self.page is None:
+            raise ToolError(f"Failed to fetch {arguments['url']}: status code 404")
+        return ToolResult(f"Contents of {arguments['url']}:\n{self.page}")
+
+
+def test_the_table_names_each_check_once_with_its_stage() -> None:
+    names = [check.name for check in CHECKS]
+    assert len(names) == len(set(names))
+    assert {check.stage for check in CHECKS} == set(Stage)
+    for check in CHECKS:
+        assert check.catches and (check.switch is None or hasattr(FULL.strategy, check.switch))
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        (ZONE, True),
+        ("IANA timezone name (e.g., 'America/New_York'", True),  # a piece of it, cut
+        ("Asia/Tokyo", False),
+        ("America/New_York", False),  # an example's value may be the right one
+    ],
+)
+def test_description_as_value_refuses_the_parameters_own_description(
+    value: str, refused: bool
+) -> None:
+    reason = described_not_given(CurrentTime.input_schema, {"timezone": value})
+    assert (reason is not None) is refused
+    if refused:
+        assert reason is not None and reason.startswith("the value of timezone is the")
+
+
+async def test_a_description_given_as_the_input_gets_the_arguments_call_instead() -> None:
+    """Seen (the 0.5B model, the reference time server): the plan's input for the timezone
+    was the parameter's description, refused by the server, and re-planned the same."""
+    plan = plan_reply(
+        [{"step_id": "s1", "step_goal": "get the time", "tool_name": CurrentTime.name,
+          "input": ZONE}],
+        answer="date_time",
+        needs="look_up",
+    )  # fmt: skip
+    llm = ScriptedLLM.replaying({"plan": plan, "arguments": '{"timezone": "Asia/Tokyo"}'})
+    clock = CurrentTime()
+    agent, _ = make_agent(llm, clock, config=AgentConfig(strategy=SMALL.strategy))
+
+    result = await agent.task("東京は今何時ですか？")
+
+    assert clock.calls == [{"timezone": "Asia/Tokyo"}]  # never the description
+    assert result.state is AgentState.COMPLETED and "06:15" in result.answer
+
+
+@pytest.mark.parametrize(
+    ("arguments", "asked", "grounded"),
+    [
+        ({"source_timezone": "Asia/Tokyo", "time": "09:30", "target_timezone": "Asia/Kolkata"},
+         "When it is 09:30 in Tokyo, what time is it in Kolkata?", True),
+        ({"time": "2026-12-01T09:30:00"}, "Um 9:30 Uhr, bitte.", True),  # built from the task
+        ({"timezone": "Asia/Shanghai"}, "现在上海几点了？", True),  # another script: implied
+        ({"url": "http://127.0.0.1:8000/shop/kettle.html"},
+         "How much is the kettle on http://127.0.0.1:8000/shop/kettle.html?", True),
+        ({"a": 30.603752, "b": -121.388927}, "Use the delete tool to remove Zubrowka.", False),
+        ({"a": 1, "b": 1}, "Book me a table for two at 8 tonight.", False),  # no digit words
+        ({"country": "Genovia"}, "Capital of Freedonia?", False),
+        ({"a": 19, "b": 24}, "把 19 和 24 加起来", True),
+    ],
+)  # fmt: skip
+def test_grounded_arguments_takes_what_the_task_implies_and_refuses_what_it_does_not(
+    arguments: dict[str, Any], asked: str, grounded: bool
+) -> None:
+    assert (arguments_from_nowhere(arguments, [asked]) == []) is grounded
+
+
+@pytest.mark.parametrize(
+    ("answer", "sources", "invented"),
+    [
+        ("The price of the product is $100.", ["How much is the kettle?"], ["100"]),
+        ("Der Wasserkocher kostet 34,90 €.", ["Price: 34.90 EUR"], []),
+        ("You need 3.6 litres.", ["4.5 m by 2.4 m", "3.5999999999999996"], []),
+        ("一共 288 元", ["360元打八折", "288"], []),
+        ("1. Athens\n2. Cairo\n3. Lima", ["Sort: Lima, Athens, Cairo", "Athens,Cairo,Lima"], []),
+        ("It arrives at 17:25.", ["14:35 plus 2 h 50", "17:25"], []),
+        ("Il reste 29 œufs.", ["3 boîtes de 12, 7 utilisés"], ["29"]),  # prose arithmetic
+        ("About 1 of them", ["anything"], []),  # 0 and 1 are prose
+    ],
+)
+def test_made_up_numbers_are_those_no_source_holds(
+    answer: str, sources: list[str], invented: list[str]
+) -> None:
+    assert made_up(answer, sources) == invented
+
+
+def test_a_text_answer_is_not_held_to_its_numbers() -> None:
+    seen = Seen(question="Write a story.", answer="In 1850, 3 sailors left.", kind=AnswerKind.TEXT)
+    assert made_up_numbers(seen) is None
+    assert made_up_numbers(Seen(question="Write a story.", answer="In 1850, 3 sailors left."))
+
+
+async def test_a_writer_that_stands_in_for_a_failed_fetch_is_not_the_answer() -> None:
+    """Seen (the 0.5B model): the fetch failed, the re-plan handed the step to the writer,
+    which wrote "The price of the product is $100.", and the run completed."""
+    plans = iter(
+        [
+            plan_reply([step("s1", Fetch.name, {"url": "http://127.0.0.1:9/p"})],
+                       answer="number", needs="look_up"),
+            plan_reply([step("s2", "llm_generator", {"prompt": "Give the price."})],
+                       answer="number", needs="write"),
+        ]
+    )  # fmt: skip
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": lambda messages, call: next(plans),
+            "generate": "The price of the product is $100.",
+            "rethink": "<status>done</status><final>The price of the product is $100.</final>",
+        }
+    )
+    from agent_py import LLMGenerator
+
+    agent, _ = make_agent(
+        llm, Fetch(None), LLMGenerator(), config=AgentConfig(strategy=SMALL.strategy)
+    )
+    result = await agent.task("What does the page http://127.0.0.1:9/p say the price is?")
+
+    assert result.state is AgentState.FAILED
+    assert result.error is not None and "the answer gives 100" in result.error
+
+
+async def test_an_mcp_result_spliced_into_code_is_its_text() -> None:
+    """Seen (the 1.5B model, the reference fetch server): ``${s1}`` of the page reached the
+    next step's code as an object, not as the page's text. A page with quotes and newlines
+    spliced into a string literal must stay one string."""
+    page = 'Kettle "Steel" 1.7 L\nIt\'s 34.90 EUR\n'
+    plan = plan_reply(
+        [step("s1", Fetch.name, {"url": "http://127.0.0.1:9/kettle"})],
+        [step("s2", "javascript_execute",
+              {"code": "return '${s1}'.split('\\n').length + ':' + ${s1}.includes('34.90');"})],
+        answer="text",
+    )  # fmt: skip
+    llm = ScriptedLLM.replaying({"plan": plan})
+    tools = [Fetch(page), JavascriptExecutor(NodeRunner(), timeout_s=10)]
+    agent, _ = make_agent(llm, *tools, config=AgentConfig(strategy=SMALL.strategy))
+
+    result = await agent.task("How many lines has http://127.0.0.1:9/kettle?")
+
+    assert result.state is AgentState.COMPLETED, result.error
+    assert result.answer == "4:true"  # the text's 3 newlines: 4 pieces, found inside it
