@@ -17,6 +17,8 @@ from agent_py.cli.checkout import ROOT, stale_sources
 from agent_py.cli.web_server import start_server
 from agent_py.core.errors import SetupError
 
+NETWORK_VARIABLE = "AGENT_PY_BROWSER_NETWORK"
+"""Read by playwright.config.py: ``open`` lets the browser leave loopback."""
 PORT_FILE = "agent_py-port"  # in a browser profile: the port of the origin its storage is for
 
 

@@ -19,7 +19,9 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
+from agent_py.cli.browser_launch import NETWORK_VARIABLE as NETWORK_VARIABLE
 from agent_py.cli.demo import DEMO_LABEL, demo_llm
+from agent_py.cli.mcp_servers import collect_servers, off_this_machine
 from agent_py.cli.run_command import run_in_browser
 from agent_py.cli.run_report import EXIT_FAILED, EXIT_OK, EXIT_SETUP, describe
 from agent_py.cli.terminal import SetupError, WaitTimedOut
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the model: for the CPU engine a bundled id (web/models.json) or a .gguf URL; for "
         "WebLLM a model id; for a model server (--engine openai) one of its models",
     )
+    add_mcp_options(run, "join the page")
     run.add_argument("--script", type=Path, help="replies for the scripted engine (JSON file)")
     run.add_argument("--settings", help="page settings as JSON, e.g. '{\"max_tokens\": 256}'")
     run.add_argument("--timeout", type=float, default=1800, help="seconds for the whole task")
@@ -127,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         script = json.loads(args.script.read_text()) if args.script else None
         settings = json.loads(args.settings) if args.settings else None
         server = model_server_settings(args)
+        mcp_servers = mcp_server_options(args)
     except (OSError, ValueError) as exc:
         print(f"cannot read the options: {exc}", file=sys.stderr)
         return EXIT_SETUP
@@ -143,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         settings=settings,
         timeout_s=args.timeout,
         profile=None if args.fresh_browser else args.browser_profile,
+        mcp_servers=mcp_servers,
     )
 
 
@@ -186,6 +191,35 @@ def model_server_settings(args: argparse.Namespace) -> dict[str, Any]:
     return settings
 
 
+def add_mcp_options(command: argparse.ArgumentParser, joined: str) -> None:
+    command.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help=f"an MCP server (Streamable HTTP, with CORS headers) whose tools {joined}, as "
+        "name__tool; repeatable. A stdio server goes behind mcp-proxy: "
+        "mcp-proxy --port 8931 --allow-origin '*' -- mcp-server-time",
+    )
+    command.add_argument(
+        "--mcp-config",
+        type=Path,
+        metavar="FILE",
+        help='MCP servers from a JSON file: {"mcpServers": {"NAME": {"url": "...", '
+        '"headers": {"Authorization": "Bearer ..."}}}}',
+    )
+
+
+def mcp_server_options(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The servers of ``--mcp`` and ``--mcp-config``, as the page's servers list holds them.
+    A server off this machine lets the browser leave loopback, unless the user said not to."""
+    servers = collect_servers(args.mcp, args.mcp_config)
+    remote = off_this_machine(servers)
+    if remote:
+        allow_internet(f"the MCP server at {remote[0]} is not on this machine")
+    return servers
+
+
 def add_eval_command(commands: Any) -> None:
     from agent_py.evals.suite import HELD_OUT_FILE, TASKS_FILE
 
@@ -218,6 +252,7 @@ def add_eval_command(commands: Any) -> None:
     evaluate.add_argument(
         "--model", help="CPU engine: a model id or .gguf URL; openai: the server's model"
     )
+    add_mcp_options(evaluate, "join every task's page, besides the suite's own")
     evaluate.add_argument("--profile", choices=["auto", "tiny", "small", "full"], default="auto")
     evaluate.add_argument("--settings", help="more page settings as JSON (overrides)")
     evaluate.add_argument("--timeout", type=float, default=900, help="seconds per task (guard)")
@@ -230,15 +265,17 @@ def add_eval_command(commands: Any) -> None:
     )
 
 
-NETWORK_VARIABLE = "AGENT_PY_BROWSER_NETWORK"  # read by playwright.config.py
-
-
 def allow_weights_download() -> None:
     """WebLLM fetches its weights from the internet on first use, so a browser started for
     ``--engine webllm`` may leave loopback unless the user said otherwise."""
+    allow_internet("WebLLM downloads its weights on first use")
+
+
+def allow_internet(why: str) -> None:
+    """Let the browser leave loopback, for ``why``, unless the user said otherwise."""
     if os.environ.setdefault(NETWORK_VARIABLE, "open") == "open":
         print(
-            f"WebLLM downloads its weights on first use: the browser may reach the internet "
+            f"{why[:1].upper()}{why[1:]}: the browser may reach the internet "
             f"({NETWORK_VARIABLE}=loopback keeps it on this machine).",
             file=sys.stderr,
         )
@@ -260,6 +297,7 @@ def run_eval(args: argparse.Namespace) -> int:
         )
         settings: dict[str, Any] = json.loads(args.settings) if args.settings else {}
         settings.update(model_server_settings(args))
+        extra_servers = mcp_server_options(args)
     except (OSError, ValueError) as exc:
         print(f"cannot read the suite or the options: {exc}", file=sys.stderr)
         return EXIT_SETUP
@@ -284,6 +322,7 @@ def run_eval(args: argparse.Namespace) -> int:
             browser_path=args.browser,
             headed=args.headed,
             browser_args=browser_args,
+            extra_servers=extra_servers,
         )
     except SetupError as exc:
         print(str(exc), file=sys.stderr)

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent_py.cli.mcp_servers import report_servers
 from agent_py.cli.run_report import (
     EXIT_FAILED,
     EXIT_SETUP,
@@ -35,13 +36,16 @@ def run_in_browser(
     settings: dict[str, Any] | None = None,
     timeout_s: float = 1800,
     profile: Path | None = None,
+    mcp_servers: list[dict[str, Any]] | None = None,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
     """Run ``task`` in the page; returns the process exit code. ``continue_session``: the
     task is the next turn of the session recorded in ``history`` (a follow-up), appended to
     it; otherwise a new session, written over ``history``. ``profile``: the browser's
-    storage folder, kept between runs (None: a fresh one each run)."""
+    storage folder, kept between runs (None: a fresh one each run). ``mcp_servers``: servers
+    (as the page's servers list holds them) whose tools join the page; the task runs only
+    once each is connected."""
     from playwright.sync_api import Error as PlaywrightError
 
     started = time.perf_counter()
@@ -58,6 +62,8 @@ def run_in_browser(
             settings=settings,
             on_event=writer,
             profile=profile,
+            # Always set: a kept profile's servers of an earlier run must not join this one.
+            mcp_servers=mcp_servers or [],
             deadline=deadline,
             notices=err,
         ) as agent:
@@ -67,6 +73,12 @@ def run_in_browser(
             print(f"engine: {agent.engine['label']}", file=out, flush=True)
             if agent.engine.get("reason"):
                 print(f"note: {agent.engine['reason']}", file=out, flush=True)
+            unusable = report_servers(agent, mcp_servers or [], out, err)
+            if unusable:
+                which = "servers" if len(unusable) > 1 else "server"
+                names = ", ".join(unusable)
+                print(f"the task was not run: the MCP {which} {names} cannot be used", file=err)
+                return EXIT_SETUP
             left = max(deadline - time.monotonic(), 1.0)
             result = agent.run(task, script=script, timeout_s=left, session=session)
             if result is None:

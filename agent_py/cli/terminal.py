@@ -178,13 +178,20 @@ class PageAgent:
                     print(f"waiting for {what} ({waited:.0f} s)", file=self.notices, flush=True)
                     notice_at += NOTICE_EVERY_S
 
+    def server_states(self) -> list[dict[str, Any]]:
+        """Each server's state as the MCP panel shows it: {name, state, error?}, and once
+        connected its ``tool_count``, ``tools`` and ``protocol_version``."""
+        return list(self.page.evaluate("window.agentApp.serverStates()"))
+
     def _wait_for_servers(self, servers: list[dict[str, Any]], timeout_s: float = 60) -> None:
-        """Wait until each server is connected or has failed; past ``timeout_s`` the run
-        goes on (the page shows the server as connecting)."""
+        """Wait until each server is connected, has failed or asks for a sign-in (which
+        nobody gives here); past ``timeout_s`` the run goes on (the page shows the server as
+        connecting)."""
         for server in servers:
             settled = (
                 "window.agentApp.serverStates().some((s) => s.name === "
-                f"{json.dumps(server['name'])} && ['connected', 'error'].includes(s.state))"
+                f"{json.dumps(server['name'])} && "
+                "['connected', 'error', 'sign-in'].includes(s.state))"
             )
             self._wait(settled, f"the MCP server {server['name']} to connect", guard_s=timeout_s)
 

@@ -12,10 +12,14 @@ from typing import Any
 from unittest.mock import patch
 
 import pytest
+from extension_support import start_sdk_server
 
 from agent_py import read_history_file
 from agent_py.cli import terminal
 from agent_py.cli.terminal import PageAgent, WaitTimedOut
+from agent_py.evals.reference_servers import SETUP, missing_install, reference_server
+from agent_py.evals.runner import atlas_server
+from tests.needs import need
 
 pytestmark = pytest.mark.browser
 
@@ -163,6 +167,97 @@ def test_a_session_file_carries_a_follow_up_to_the_earlier_result(
     )  # fmt: skip
     assert refused.returncode == 2
     assert "is not a session's history" in refused.stderr
+
+
+def one_step_plan(tool: str, arguments: dict[str, object]) -> str:
+    step = {
+        "step_id": "s1",
+        "step_goal": "ask the server",
+        "tool_name": tool,
+        "tool_intent": "the server's tool",
+        "expected_output": "its result",
+        "arguments": arguments,
+    }
+    plan = {"tasks": [{"task_id": "t1", "task_goal": "use the server", "steps": [step]}]}
+    return f"<plan>{json.dumps(plan)}</plan>"
+
+
+def test_an_mcp_server_given_with_mcp_is_shown_and_its_tool_answers_the_task(
+    vendored: Path, tmp_path: Path
+) -> None:
+    """--mcp NAME=URL: the server joins the page as the panel adds it, its line (revision,
+    tools) is printed before the plan, and the plan's call of atlas__add gives the answer."""
+    replies = {
+        "plan": one_step_plan("atlas__add", {"a": 19, "b": 24}),
+        "rethink": "<status>continue</status>",
+        "answer": {"text": "$1", "match": r"\[s1\] atlas__add \(ok\): (.+)"},
+    }
+    script = script_file(tmp_path, replies)
+    with atlas_server(tmp_path / "atlas.log") as url:
+        done = agent_run(
+            tmp_path, "Use the add tool of the atlas server to add 19 and 24.",
+            "--engine", "scripted", "--script", script, "--mcp", f"atlas={url}",
+            "--history", str(tmp_path / "h.jsonl"),
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    shown = [line for line in lines if line.startswith("MCP server atlas: MCP ")]
+    assert len(shown) == 1, done.stdout
+    assert shown[0].endswith(" 3 tools (atlas__add, atlas__multiply, atlas__capital)"), shown
+    assert lines.index(shown[0]) < next(i for i, x in enumerate(lines) if x.startswith("plan:"))
+    assert "s1 atlas__add: ask the server" in done.stdout
+    assert done.stdout.split("\n\n")[1].strip() == "43.0", done.stdout
+
+
+def test_the_time_reference_server_behind_mcp_proxy_converts_a_time(
+    vendored: Path, tmp_path: Path
+) -> None:
+    """The MCP project's stdio server mcp-server-time, put on Streamable HTTP by mcp-proxy as
+    docs/running.md shows, answers the plan's time__convert_time call: 09:30 in Tokyo is
+    06:00 in Kolkata."""
+    need(missing_install(), SETUP)
+    arguments = {
+        "source_timezone": "Asia/Tokyo",
+        "time": "09:30",
+        "target_timezone": "Asia/Kolkata",
+    }
+    replies = {
+        "plan": one_step_plan("time__convert_time", arguments),
+        "rethink": "<status>continue</status>",
+        # The target's time of day, read from the step's result as the user would.
+        "answer": {"text": "$1 in Kolkata", "match": r"T(\d\d:\d\d):\d\d\+05:30"},
+    }
+    with reference_server("time", tmp_path) as url:
+        done = agent_run(
+            tmp_path, "It is 09:30 in Tokyo: what time is it in Kolkata?",
+            "--engine", "scripted", "--script", script_file(tmp_path, replies),
+            "--mcp", f"time={url}", "--history", str(tmp_path / "h.jsonl"),
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = [line for line in done.stdout.splitlines() if line.startswith("MCP server time: ")]
+    assert len(shown) == 1 and "time__convert_time" in shown[0], done.stdout
+    assert shown[0].startswith("MCP server time: MCP 20"), shown  # the revision it speaks
+    assert "[s1] done in" in done.stdout
+    assert done.stdout.split("\n\n")[1].strip() == "06:00 in Kolkata", done.stdout
+
+
+def test_an_mcp_server_without_cors_headers_is_refused_saying_why(
+    vendored: Path, tmp_path: Path
+) -> None:
+    """The terminal's browser has no bridge extension: a server without CORS headers cannot
+    be used, and the run says so, before any plan, with exit code 2."""
+    script = script_file(tmp_path, {"plan": one_step_plan("plain__add", {"a": 2, "b": 3})})
+    with start_sdk_server(tmp_path) as url:
+        done = agent_run(
+            tmp_path, "Add 2 and 3.", "--engine", "scripted", "--script", script,
+            "--mcp", f"plain={url}", "--history", str(tmp_path / "h.jsonl"),
+        )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "MCP server plain: error: " in done.stdout
+    assert f"MCP server plain: {url} answers, but sends no CORS headers" in done.stderr
+    assert "bridge extension" in done.stderr
+    assert "the task was not run: the MCP server plain cannot be used" in done.stderr
+    assert "plan:" not in done.stdout
 
 
 def test_a_wait_past_its_guard_gives_up_says_what_it_waited_for_and_meets_the_deadline(

@@ -32,7 +32,8 @@ export function installDriverApi({ link, controls, conversation, settingsPanel, 
     engineCounts: async () => (await link.request(toWorker.engineCounts(), ToUI.ENGINE_COUNTS)).counts,
     /** The MCP servers list (as saved) and a way to replace it, like editing the panel. */
     mcpServers: () => serversPanel.servers(),
-    /** Each server's state ({name, state, error?}: "pending", "connected", "error", …). */
+    /** Each server's state ({name, state, error?}: "pending", "connected", "error", …; once
+     * connected also tool_count, tools and protocol_version, as the panel shows them). */
     serverStates: () => serversPanel.states(),
     setMcpServers: (servers) => serversPanel.setServers(servers),
     bridgePresence: () => tools.relay.presence,

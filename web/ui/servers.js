@@ -132,11 +132,16 @@ export class ServersPanel {
   }
 
   /** Each saved server's state as the panel shows it: {name, state ("pending", "connected",
-   * "error", "sign-in", "disabled", …), error?}. */
+   * "error", "sign-in", "disabled", …), error?}, and once connected what its line shows:
+   * tool_count, tools and protocol_version (the MCP revision it is spoken to in). */
   states() {
     return this.#servers.map((server) => {
-      const error = this.#statuses.get(server.name)?.error;
-      return { name: server.name, state: this.#stateOf(server), ...(error ? { error } : {}) };
+      const status = this.#statuses.get(server.name);
+      const state = this.#stateOf(server);
+      const shown = { name: server.name, state, ...(status?.error ? { error: status.error } : {}) };
+      if (state !== "connected") return shown;
+      const { tool_count = 0, tools = [], protocol_version = null } = status;
+      return { ...shown, tool_count, tools, protocol_version };
     });
   }
 
