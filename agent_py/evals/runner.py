@@ -1,15 +1,19 @@
 """``python -m agent_py eval``: the real-task suite, run in the page as a user runs it.
 
-The page is opened once in Chromium with the chosen engine (the scripted test engine, the
-CPU engine, or WebLLM in a browser with a GPU); the suite's MCP server ("atlas") runs on
-loopback and is added as the panel would add it; then each task runs in turn. Per task it
-prints pass or fail, the model calls by purpose, tokens and time, and keeps the run's
-JSONL history; the summary ends with the line ``N passed, M failed``. CPython only.
+The MCP servers the chosen tasks name start once on loopback: the suite's own ("atlas") and
+the MCP project's reference servers ("time", "fetch", "git", behind mcp-proxy), with the
+fixtures their tasks use (the pages ``{{site}}`` names, the repository ``{{repo}}`` names).
+Tasks that name the same servers run in one page, opened in Chromium with the chosen engine
+(the scripted test engine, the CPU engine, or WebLLM in a browser with a GPU), whose MCP
+panel holds those servers as a user would add them. Per task it prints pass or fail, the
+model calls by purpose, tokens and time, and keeps the run's JSONL history; the summary ends
+with the line ``N passed, M failed``. Server logs go beside the histories. CPython only.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import statistics
 import subprocess
@@ -17,13 +21,20 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from agent_py.cli.terminal import PageAgent, SetupError
 from agent_py.core.events import Event
+from agent_py.evals.reference_servers import (
+    REFERENCE_SERVERS,
+    make_repository,
+    reference_server,
+    site_server,
+)
 from agent_py.evals.suite import EvalTask, Split, Tier, Verdict, check
 
 SERVER_START_S = 60.0  # a hang guard: the server starts in about a second
@@ -130,6 +141,9 @@ def _score(reports: list[TaskReport]) -> dict[str, Any]:
 MODEL_SETTING = {"cpu": "cpu_model", "webllm": "model", "openai": "openai_model"}
 """The setting that names the model, per engine."""
 
+SUITE_SERVERS = ("atlas", *REFERENCE_SERVERS)
+"""The MCP servers the suite starts, in the order a page's panel lists them."""
+
 
 def run_suite(
     tasks: list[EvalTask],
@@ -141,58 +155,138 @@ def run_suite(
     browser_path: str | None = None,
     headed: bool = False,
     browser_args: list[str] | None = None,
+    extra_servers: list[dict[str, Any]] | None = None,
     out: TextIO = sys.stdout,
 ) -> SuiteReport:
-    """Run ``tasks`` in the page; raises SetupError when the page or its engine cannot run."""
+    """Run ``tasks`` in the page; raises SetupError when the page, its engine, a server or a
+    fixture cannot run.
+
+    The servers the tasks name start once, and the fixtures they use are made once (pages on
+    loopback, the git repository under ``artifacts``). Tasks that name the same servers run in
+    one page, whose MCP panel holds those servers and ``extra_servers`` (the user's own,
+    entries as the panel saves them); the summary keeps the tasks' order."""
     artifacts.mkdir(parents=True, exist_ok=True)
-    with (
-        atlas_server(artifacts / "atlas-server.log") as mcp_url,
-        PageAgent(
-            engine=engine,
-            settings=settings,
-            browser_path=browser_path,
-            headed=headed,
-            browser_args=browser_args or [],
-            mcp_servers=[{"name": "atlas", "url": mcp_url, "transport": "fetch"}],
-        ) as page,
-    ):
-        if not page.usable:
-            raise SetupError(f"no model engine can run: {page.why_unusable()}")
-        kind = str(page.engine.get("name"))
-        values = page.page.evaluate("window.agentApp.settings()") or {}
-        model = str(values.get(MODEL_SETTING.get(kind, "")) or "")
-        print(f"engine: {page.engine['label']}", file=out, flush=True)
-        report = SuiteReport(engine=kind, model=model)
-        for task in tasks:
-            history = artifacts / f"{task.id}.jsonl"
-            with history.open("w", encoding="utf-8") as file:
-
-                def record(raw: dict[str, Any], file: TextIO = file) -> None:
-                    file.write(Event.model_validate(raw).to_json() + "\n")
-                    file.flush()
-
-                page.on_event = record
-                started = time.perf_counter()
-                script = task.script if engine == "scripted" else None
-                # Every task is a session of its own: no task sees another's turns.
-                result = page.run(
-                    task.question, script=script, timeout_s=task_timeout_s, session=[]
-                )
-                if task.follow_up is not None and result is not None:
-                    first = result
-                    script = task.follow_up.script if engine == "scripted" else None
-                    result = page.run(
-                        task.follow_up.question, script=script, timeout_s=task_timeout_s
-                    )
-                    result = _both_turns(first, result)
-                seconds = time.perf_counter() - started
-                if result is not None:
-                    page.end_session()  # its session_end goes into this task's file
-            task_report = _report(task, result, seconds, page)
-            report.reports.append(task_report)
-            print(task_report.line(), file=out, flush=True)
+    extra = list(extra_servers or [])
+    taken = sorted({str(server["name"]) for server in extra} & set(SUITE_SERVERS))
+    if taken:
+        raise SetupError(f"{taken[0]!r} is one of the suite's MCP servers: name yours apart")
+    order = {task.id: index for index, task in enumerate(tasks)}
+    report = SuiteReport(engine=engine, model="")
+    with ExitStack() as running:
+        values = _fixtures(tasks, artifacts, running)
+        filled = [task.filled(values) for task in tasks]
+        urls = _servers(filled, artifacts, running, repository=values.get("repo"))
+        for number, (servers, group) in enumerate(_by_servers(filled).items()):
+            panel = [{"name": name, "url": urls[name], "transport": "fetch"} for name in servers]
+            with PageAgent(
+                engine=engine,
+                settings=settings,
+                browser_path=browser_path,
+                headed=headed,
+                browser_args=browser_args or [],
+                mcp_servers=panel + extra,
+            ) as page:
+                if not page.usable:
+                    raise SetupError(f"no model engine can run: {page.why_unusable()}")
+                if number == 0:
+                    kind = str(page.engine.get("name"))
+                    chosen = page.page.evaluate("window.agentApp.settings()") or {}
+                    model = str(chosen.get(MODEL_SETTING.get(kind, "")) or "")
+                    report = SuiteReport(engine=kind, model=model)
+                    print(f"engine: {page.engine['label']}", file=out, flush=True)
+                print(f"servers: {', '.join(servers)} ({len(group)} tasks)", file=out, flush=True)
+                for task in group:
+                    task_report = _run_task(task, page, engine, artifacts, task_timeout_s)
+                    report.reports.append(task_report)
+                    print(task_report.line(), file=out, flush=True)
+    report.reports.sort(key=lambda r: order[r.task.id])
     (artifacts / "summary.json").write_text(json.dumps(report.summary(), indent=1) + "\n")
     return report
+
+
+def _by_servers(tasks: list[EvalTask]) -> dict[tuple[str, ...], list[EvalTask]]:
+    """The tasks by the set of servers they name, in the order the sets first appear."""
+    groups: dict[tuple[str, ...], list[EvalTask]] = {}
+    for task in tasks:
+        servers = tuple(sorted(set(task.servers), key=SUITE_SERVERS.index))
+        groups.setdefault(servers, []).append(task)
+    return groups
+
+
+def _fixtures(tasks: list[EvalTask], artifacts: Path, running: ExitStack) -> dict[str, str]:
+    """The placeholders' values: the pages served (``site``) and the repository made
+    (``repo``), for the tasks that use them; one of each a run."""
+    values: dict[str, str] = {}
+    sites = {_key(t, "site") for t in tasks if "site" in t.placeholders()}
+    if sites:
+        pages = json.loads(_only(sites, "site"))
+        log = artifacts / "site-server.log"
+        values["site"] = running.enter_context(site_server(pages, log=log))
+    repos = {_key(t, "repo") for t in tasks if "repo" in t.placeholders()}
+    if repos:
+        where = artifacts / "repo"
+        if where.exists():
+            shutil.rmtree(where)  # a repository an earlier run left in the same folder
+        values["repo"] = str(make_repository(json.loads(_only(repos, "repo")), where))
+    return values
+
+
+def _key(task: EvalTask, name: str) -> str:
+    """The task's fixture ``name`` as JSON: tasks whose fixtures are equal share one."""
+    return json.dumps(task.fixtures.model_dump(mode="json")[name], sort_keys=True)
+
+
+def _only(found: set[str], name: str) -> str:
+    if len(found) > 1:
+        raise SetupError(f"the tasks chosen come with different {name!r} fixtures: run them apart")
+    return next(iter(found))
+
+
+def _servers(
+    tasks: list[EvalTask], artifacts: Path, running: ExitStack, *, repository: str | None
+) -> dict[str, str]:
+    """The URL of each server the tasks name, started for the rest of the run."""
+    named = {name for task in tasks for name in task.servers}
+    urls: dict[str, str] = {}
+    for name in (name for name in SUITE_SERVERS if name in named):
+        if name == "atlas":
+            urls[name] = running.enter_context(atlas_server(artifacts / "atlas-server.log"))
+            continue
+        if name == "git" and repository is None:
+            raise SetupError("the git server needs a repository: no task chosen uses {{repo}}")
+        where = Path(repository) if name == "git" and repository else None
+        urls[name] = running.enter_context(reference_server(name, artifacts, repository=where))
+    return urls
+
+
+def _run_task(
+    task: EvalTask, page: PageAgent, engine: str, artifacts: Path, timeout_s: float
+) -> TaskReport:
+    """Run ``task`` (its placeholders filled) as a session of its own; its JSONL history
+    goes to ``artifacts/ID.jsonl``."""
+    history = artifacts / f"{task.id}.jsonl"
+    with history.open("w", encoding="utf-8") as file:
+
+        def record(raw: dict[str, Any]) -> None:
+            file.write(Event.model_validate(raw).to_json() + "\n")
+            file.flush()
+
+        page.on_event = record
+        began = datetime.now(UTC)
+        started = time.perf_counter()
+        script = task.script if engine == "scripted" else None
+        # Every task is a session of its own: no task sees another's turns.
+        result = page.run(task.question, script=script, timeout_s=timeout_s, session=[])
+        if task.follow_up is not None and result is not None:
+            first = result
+            script = task.follow_up.script if engine == "scripted" else None
+            result = page.run(task.follow_up.question, script=script, timeout_s=timeout_s)
+            result = _both_turns(first, result)
+        seconds = time.perf_counter() - started
+        during = (began, datetime.now(UTC))
+        if result is not None:
+            page.end_session()  # its session_end goes into this task's file
+    return _report(task, result, seconds, page, during)
 
 
 def _both_turns(first: dict[str, Any], second: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -213,7 +307,11 @@ def _both_turns(first: dict[str, Any], second: dict[str, Any] | None) -> dict[st
 
 
 def _report(
-    task: EvalTask, result: dict[str, Any] | None, seconds: float, page: PageAgent
+    task: EvalTask,
+    result: dict[str, Any] | None,
+    seconds: float,
+    page: PageAgent,
+    during: tuple[datetime, datetime] | None = None,
 ) -> TaskReport:
     if result is None:
         why = f"the page could not run the task: {page.page_error()}"
@@ -225,7 +323,7 @@ def _report(
     stats = result.get("stats") or {}
     return TaskReport(
         task=task,
-        verdict=check(task, state, answer, error, failure),
+        verdict=check(task, state, answer, error, failure, during=during),
         state=state,
         answer=answer,
         error=error,

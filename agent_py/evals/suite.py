@@ -1,12 +1,21 @@
 """The real-task suite: tasks with machine-checkable answers, and the checks.
 
 Two splits live beside this module, in the same form: ``tasks.json``, the tuning split (tiers
-small and full), on which prompts, switches and checks may be chosen, and ``heldout.json``,
-user-phrased tasks that name no tool, written before any tuning on the models they are
-reported for and never used to choose anything. Scores are reported per split. A task with a
-``follow_up`` is two turns of one session: the follow-up needs the first turn's result, and
-``expect`` judges the follow-up. A task's ``expect`` says what a right outcome meets; every
-check given must hold:
+small and full), on which prompts, switches and checks may be chosen (it holds the first
+held-out split's tasks too), and ``heldout-v2.json``, tasks of kinds written outside the
+suite, sealed before the changes they are reported for and never used to choose anything.
+Scores are reported per split. A task with a ``follow_up`` is two turns of one session: the
+follow-up needs the first turn's result, and ``expect`` judges the follow-up.
+
+A task names the MCP servers its page gets (``servers``: ``atlas``, the suite's own, by
+default; ``time``, ``fetch`` and ``git`` are the MCP project's reference servers, see
+:mod:`agent_py.evals.reference_servers`). A file may give fixtures beside its tasks: ``site``,
+pages by path that the suite serves on loopback, and ``repo``, commits of a git repository it
+makes; a task's questions and scripts name them as ``{{site}}`` (the pages' base URL, no
+trailing slash) and ``{{repo}}`` (the repository's absolute path), filled in when it runs
+(:meth:`EvalTask.filled`).
+
+A task's ``expect`` says what a right outcome meets; every check given must hold:
 
 - ``state``: ``completed`` (the default) or ``failed``; a failed run must give a reason;
 - ``number``: the answer contains this number (``42`` passes "The result is 42.");
@@ -15,8 +24,12 @@ check given must hold:
 - ``not_contains``: none appears (case-insensitive);
 - ``regex``: the pattern is found (case-insensitive);
 - ``words``: ``[min, max]`` words;
-- ``language``: the answer is written in this language (``es``, ``fr``, ``de``), judged
-  by common words.
+- ``language``: the answer is written in this language: ``es``, ``fr``, ``de`` judged by
+  common words, ``zh`` and ``ja`` by script (most letters Han, and no kana, for ``zh``; kana
+  among mostly Han and kana letters for ``ja``);
+- ``clock``: the answer states the current time in this IANA zone (``Asia/Tokyo``), within
+  ``CLOCK_TOLERANCE`` of the run (14:15, 2:15 PM, 14:15:42, an ISO time, 14时15分, 下午2点15分,
+  14時15分...).
 """
 
 from __future__ import annotations
@@ -24,14 +37,26 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from datetime import time as clock_time
 from enum import StrEnum
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 TASKS_FILE = Path(__file__).with_name("tasks.json")
-HELD_OUT_FILE = Path(__file__).with_name("heldout.json")
+HELD_OUT_FILE = Path(__file__).with_name("heldout-v2.json")
+
+ServerName = Literal["atlas", "time", "fetch", "git"]
+"""The MCP servers the suite can give a task's page: its own (``atlas``) and the MCP
+project's reference servers."""
+PLACEHOLDERS = ("site", "repo")
+"""The ``{{name}}`` placeholders a task may use, one a fixture of its file."""
+CLOCK_TOLERANCE = timedelta(minutes=5)
 
 
 class Tier(StrEnum):
@@ -55,7 +80,19 @@ class Expect(BaseModel):
     not_contains: list[str] = []
     regex: str | None = None
     words: tuple[int, int] | None = None
-    language: Literal["es", "fr", "de"] | None = None
+    language: Literal["es", "fr", "de", "zh", "ja"] | None = None
+    clock: str | None = None
+    """An IANA zone: the answer states the current time there."""
+
+    @field_validator("clock")
+    @classmethod
+    def _known_zone(cls, zone: str | None) -> str | None:
+        if zone is not None:
+            try:
+                ZoneInfo(zone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"no time zone named {zone!r} (an IANA name)") from None
+        return zone
 
 
 class FollowUp(BaseModel):
@@ -67,6 +104,75 @@ class FollowUp(BaseModel):
     script: dict[str, Any] = {}
 
 
+class SitePage(BaseModel):
+    """One page the suite serves: its Content-Type and its body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str
+    body: str
+
+
+class RepoCommit(BaseModel):
+    """One commit of the fixture repository: its author (and committer), its date (ISO 8601,
+    for both), its message, and the files it writes (path: whole text)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    author: str
+    email: str
+    date: datetime
+    message: str
+    files: dict[str, str]
+
+    @field_validator("date")
+    @classmethod
+    def _with_offset(cls, date: datetime) -> datetime:
+        if date.utcoffset() is None:
+            raise ValueError("a commit's date needs its UTC offset")
+        return date
+
+    @field_validator("files")
+    @classmethod
+    def _inside(cls, files: dict[str, str]) -> dict[str, str]:
+        for name in files:
+            path = PurePosixPath(name)
+            if path.is_absolute() or ".." in path.parts or not path.parts:
+                raise ValueError(f"a file's path must lie inside the repository: {name!r}")
+        return files
+
+
+class RepoSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    commits: list[RepoCommit] = Field(min_length=1)
+
+
+class Fixtures(BaseModel):
+    """What a file gives its tasks besides their questions: ``site``, the pages (by path)
+    served on loopback as ``{{site}}``; ``repo``, the git repository made as ``{{repo}}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    site: dict[str, SitePage] = {}
+    repo: RepoSpec | None = None
+
+    @field_validator("site")
+    @classmethod
+    def _paths(cls, site: dict[str, SitePage]) -> dict[str, SitePage]:
+        bad = [path for path in site if not path.startswith("/")]
+        if bad:
+            raise ValueError(f"a page's path starts with '/': {', '.join(bad)}")
+        return site
+
+    def has(self, name: str) -> bool:
+        """Whether the fixture that ``{{name}}`` stands for is given."""
+        return bool(self.site) if name == "site" else self.repo is not None
+
+
+_PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
 class EvalTask(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -76,11 +182,71 @@ class EvalTask(BaseModel):
     question: str
     follow_up: FollowUp | None = None
     """A second turn that needs the first one's result; ``expect`` judges its answer."""
+    servers: list[ServerName] = Field(["atlas"], min_length=1)
+    """The MCP servers the task's page gets (and no others)."""
     expect: Expect
     script: dict[str, Any] = {}
     """Replies of the scripted test engine that does this task right (plumbing only)."""
     split: Split = Split.TUNING
     """Set by the loader from the file the task came from."""
+    fixtures: Fixtures = Field(default_factory=Fixtures, repr=False)
+    """Set by the loader: the fixtures of the file the task came from."""
+
+    @model_validator(mode="after")
+    def _placeholders_known(self) -> EvalTask:
+        unknown = self.placeholders() - set(PLACEHOLDERS)
+        if unknown:
+            raise ValueError(f"unknown placeholders: {', '.join(sorted(unknown))}")
+        return self
+
+    def _texts(self) -> list[str]:
+        """Every text a placeholder may stand in: the questions and the scripts' strings."""
+        texts = [self.question, *_strings(self.script)]
+        if self.follow_up is not None:
+            texts += [self.follow_up.question, *_strings(self.follow_up.script)]
+        return texts
+
+    def placeholders(self) -> set[str]:
+        """The ``{{name}}`` placeholders the task uses."""
+        return {m.group(1) for text in self._texts() for m in _PLACEHOLDER.finditer(text)}
+
+    def filled(self, values: Mapping[str, str]) -> EvalTask:
+        """This task with each ``{{name}}`` of its questions and scripts replaced by
+        ``values[name]`` (as text: a value goes into a plan's JSON as it is). Raises
+        ValueError when a placeholder has no value."""
+        missing = self.placeholders() - set(values)
+        if missing:
+            raise ValueError(f"{self.id}: no value for {', '.join(sorted(missing))}")
+
+        def fill(value: Any) -> Any:
+            if isinstance(value, str):
+                return _PLACEHOLDER.sub(lambda m: values[m.group(1)], value)
+            if isinstance(value, dict):
+                return {key: fill(item) for key, item in value.items()}
+            if isinstance(value, list):
+                return [fill(item) for item in value]
+            return value
+
+        follow_up = self.follow_up
+        if follow_up is not None:
+            follow_up = FollowUp(question=fill(follow_up.question), script=fill(follow_up.script))
+        return self.model_copy(
+            update={
+                "question": fill(self.question),
+                "script": fill(self.script),
+                "follow_up": follow_up,
+            }
+        )
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
 
 
 class Verdict(BaseModel):
@@ -91,6 +257,12 @@ class Verdict(BaseModel):
     and it never counts as a pass, whatever the task expected."""
 
 
+def load_fixtures(path: Path) -> Fixtures:
+    """The fixtures of the task file at ``path`` (its top-level ``site`` and ``repo``)."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    return Fixtures.model_validate({key: raw[key] for key in ("site", "repo") if key in raw})
+
+
 def load_tasks(
     path: Path = TASKS_FILE,
     *,
@@ -98,15 +270,24 @@ def load_tasks(
     only: list[str] | None = None,
     split: Split | None = None,
 ) -> list[EvalTask]:
-    """The tasks of ``path`` in ``tier`` (small is part of full), or those named in ``only``.
-    ``split``: what the file holds (default: held-out for ``heldout.json``, else tuning)."""
+    """The tasks of ``path`` in ``tier`` (small is part of full), or those named in ``only``,
+    each with the file's fixtures. ``split``: what the file holds (default: held-out for
+    ``HELD_OUT_FILE``, else tuning)."""
     raw = json.loads(path.read_text(encoding="utf-8"))
     if split is None:
         split = Split.HELD_OUT if path.resolve() == HELD_OUT_FILE.resolve() else Split.TUNING
-    tasks = [EvalTask.model_validate({**item, "split": split}) for item in raw["tasks"]]
+    fixtures = load_fixtures(path)
+    tasks = [
+        EvalTask.model_validate({**item, "split": split, "fixtures": fixtures})
+        for item in raw["tasks"]
+    ]
     ids = [task.id for task in tasks]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{path}: task ids must be unique")
+    for task in tasks:
+        absent = sorted(name for name in task.placeholders() if not fixtures.has(name))
+        if absent:
+            raise ValueError(f"{path}: {task.id} uses {{{{{absent[0]}}}}}, which the file lacks")
     if only:
         unknown = sorted(set(only) - set(ids))
         if unknown:
@@ -157,11 +338,18 @@ _MARKERS: dict[str, set[str]] = {
 
 
 def check(
-    task: EvalTask, state: str, answer: str, error: str | None, failure: str | None = None
+    task: EvalTask,
+    state: str,
+    answer: str,
+    error: str | None,
+    failure: str | None = None,
+    *,
+    during: tuple[datetime, datetime] | None = None,
 ) -> Verdict:
     """Whether a run of ``task`` that ended in ``state`` with ``answer`` / ``error`` is right.
     ``failure``: the failed run's cause (``FailureCause``); an engine failure or a bug of ours
-    is an error, never a right refusal."""
+    is an error, never a right refusal. ``during``: when the run started and ended (aware
+    datetimes; default: now), what ``clock`` judges the answer's time by."""
     expect = task.expect
     if state == "failed" and failure in ("engine", "internal"):
         return Verdict(passed=False, errored=True, why=f"{failure} error: {error or 'no reason'}")
@@ -174,6 +362,9 @@ def check(
         return Verdict(passed=True)
     asked = task.question + (f" {task.follow_up.question}" if task.follow_up else "")
     problems = _answer_problems(expect, answer, asked)
+    if expect.clock is not None:
+        now = datetime.now(UTC)
+        problems += _clock_problems(expect.clock, answer, during or (now, now))
     return Verdict(passed=not problems, why="; ".join(problems))
 
 
@@ -232,6 +423,91 @@ def _same(value: float, expected: float) -> bool:
 
 
 def _in_language(text: str, language: str) -> bool:
+    if language in ("zh", "ja"):
+        return _in_script(text, language)
     words = {word.lower() for word in _WORD.findall(text)}
     hits = len(words & _MARKERS[language])
     return hits >= 2 and hits > len(words & _MARKERS["en"])
+
+
+def _in_script(text: str, language: str) -> bool:
+    """Chinese: most letters are Han, and none is kana. Japanese: kana, among letters that
+    are mostly Han and kana."""
+    letters = han = kana = 0
+    for char in text:
+        if not char.isalpha():
+            continue
+        letters += 1
+        code = ord(char)
+        if 0x3040 <= code <= 0x30FF or 0x31F0 <= code <= 0x31FF or 0xFF66 <= code <= 0xFF9D:
+            kana += 1
+        elif code in (0x3005, 0x3007) or unicodedata.name(char, "").startswith("CJK "):
+            han += 1
+    if language == "zh":
+        return kana == 0 and 2 * han > letters
+    return kana > 0 and 2 * (han + kana) > letters
+
+
+# Times of day as answers write them: 14:15, 2:15 PM, 14:15:42, 2026-12-02T06:15:42+09:00,
+# 14h15, 14时15分, 14點15分, 下午2点15分, 14時15分, 2点半; a part of the day may stand before
+# either form. An offset (+09:00) is not a time.
+_DAY_PART = r"(?P<part>上午|早上|凌晨|中午|下午|晚上|傍晚|夜里|午前|午後|夜)?\s*"
+_LATIN_TIME = re.compile(
+    _DAY_PART + r"(?<![\d:+\-])(?P<h>\d{1,2})[:h](?P<m>\d{2})(?::(?P<s>\d{2}))?(?!\d)"
+    r"(?:\s*(?P<ap>[ap])\.?\s?m\b)?",
+    re.IGNORECASE,
+)
+_CJK_TIME = re.compile(
+    _DAY_PART + r"(?<!\d)(?P<h>\d{1,2})\s*[时時点點]\s*(?:(?P<m>\d{1,2})\s*分?|(?P<half>半))?"
+)
+_MORNING = {"a", "上午", "早上", "凌晨", "午前"}
+_EVENING = {"p", "下午", "晚上", "傍晚", "夜里", "午後", "夜"}
+
+
+def _stated_times(answer: str) -> list[clock_time]:
+    """Every time of day the answer may state; a 12-hour time without AM or PM as both."""
+    text = unicodedata.normalize("NFKC", answer)  # full-width digits and colons
+    found: list[clock_time] = []
+    for pattern in (_LATIN_TIME, _CJK_TIME):
+        for match in pattern.finditer(text):
+            groups = match.groupdict()
+            minute = 30 if groups.get("half") else int(groups.get("m") or 0)
+            second = int(groups.get("s") or 0)
+            part = (groups.get("ap") or "").lower() or groups.get("part")
+            if minute > 59 or second > 59:
+                continue
+            found += [clock_time(hour, minute, second) for hour in _hours(int(groups["h"]), part)]
+    return found
+
+
+def _hours(hour: int, part: str | None) -> list[int]:
+    """The hours (0-23) that ``hour`` may be, said in ``part`` of the day (or in none)."""
+    if hour > 24:
+        return []
+    if hour > 12:
+        return [hour % 24]
+    if part in _MORNING:
+        return [hour % 12]
+    if part in _EVENING:
+        return [hour % 12 + 12]
+    if part == "中午":  # noon: 12点 is 12, 1点 is 13
+        return [12 if hour == 12 else hour + 12]
+    return [hour % 12, hour % 12 + 12]
+
+
+def _clock_problems(zone: str, answer: str, during: tuple[datetime, datetime]) -> list[str]:
+    """None when the answer states a time of day that the clock in ``zone`` showed during
+    the run, give or take ``CLOCK_TOLERANCE`` (across midnight too)."""
+    where = ZoneInfo(zone)
+    start, end = (moment.astimezone(where).replace(tzinfo=None) for moment in during)
+    low, high = start - CLOCK_TOLERANCE, end + CLOCK_TOLERANCE
+    stated = _stated_times(answer)
+    for said in stated:
+        for day in {low.date(), high.date()}:
+            if low <= datetime.combine(day, said) <= high:
+                return []
+    shown = f"{start:%H:%M} in {zone}"
+    if not stated:
+        return [f"no time of day in the answer (it was {shown})"]
+    minutes = int(CLOCK_TOLERANCE.total_seconds() // 60)
+    return [f"no time within {minutes} minutes of {shown}"]

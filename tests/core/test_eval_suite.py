@@ -1,22 +1,28 @@
-"""The real-task suite's data and checks: the task file has what issue 8 asks of it, and
-each check passes right answers and fails wrong ones."""
+"""The real-task suite's data and checks: the task files have what the issues ask of them
+(issue 8's tuning split, the sealed held-out split v2 with its servers and fixtures), and each
+check passes right answers and fails wrong ones."""
 
 from __future__ import annotations
 
+import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent_py.evals.runner import SuiteReport, TaskReport
+from agent_py.evals.runner import SUITE_SERVERS, SuiteReport, TaskReport
 from agent_py.evals.suite import (
     HELD_OUT_FILE,
     EvalTask,
     Expect,
+    FollowUp,
     Split,
     Tier,
     Verdict,
     check,
+    load_fixtures,
     load_suite,
     load_tasks,
 )
@@ -31,7 +37,7 @@ def make_task(**expect: object) -> EvalTask:
 def test_the_suite_has_the_tasks_the_issue_asks_for() -> None:
     tasks = load_tasks(tier=Tier.FULL)
     small = load_tasks(tier=Tier.SMALL)
-    assert len(tasks) >= 24
+    assert len(tasks) >= 70
     assert {t.id for t in small} < {t.id for t in tasks}
     assert all(t.tier is Tier.SMALL for t in small)
     kinds = {t.kind for t in tasks}
@@ -43,35 +49,140 @@ def test_the_suite_has_the_tasks_the_issue_asks_for() -> None:
         assert task.script.get("plan"), f"{task.id} has no scripted plan"
 
 
-def test_the_held_out_split_is_user_phrased_and_apart_from_the_tuning_split() -> None:
+FIRST_HELD_OUT = [
+    "percent-of",
+    "sale-price",
+    "yearly-savings",
+    "hours-seconds",
+    "celsius-fahrenheit",
+    "days-between",
+    "christmas-weekday",
+    "age-on-date",
+    "prime-no",
+    "prime-yes",
+    "largest-in-list",
+    "sort-words",
+    "sort-by-length",
+    "reverse-word",
+    "count-words",
+    "receipt-total",
+    "extract-emails",
+    "translate-spanish",
+    "translate-german",
+    "blog-title",
+    "atlas-capital",
+    "atlas-letters",
+    "cannot-book",
+    "cannot-price",
+    "cannot-text",
+    "followup-half",
+]
+"""The first held-out split (heldout.json), which joined the tuning split when v2 came."""
+
+
+def test_the_held_out_split_is_v2_sealed_and_apart_from_the_tuning_split() -> None:
     held_out = load_suite(Split.HELD_OUT)
     tuning = load_tasks(tier=Tier.FULL)
-    assert len(held_out) >= 20
+    assert HELD_OUT_FILE.name == "heldout-v2.json"
+    assert len(held_out) >= 40
     assert held_out == load_tasks(HELD_OUT_FILE)
     assert all(t.split is Split.HELD_OUT for t in held_out)
     assert all(t.split is Split.TUNING for t in tuning)
     assert not {t.id for t in held_out} & {t.id for t in tuning}
-    # Phrased as a user phrases a task: no tool or server named.
-    for task in held_out:
-        asked = task.question + (task.follow_up.question if task.follow_up else "")
-        assert not re.search(r"javascript|python|atlas|\btool\b|server", asked, re.I), task.id
-        assert task.script.get("plan"), f"{task.id} has no scripted plan"
     kinds = {t.kind for t in held_out}
-    assert {"arithmetic", "date", "list", "extract", "text", "mcp", "impossible"} <= kinds
+    assert {"language", "word-problem", "impossible", "real-server", "pasted-data"} <= kinds
+    assert {"writing", "follow-up"} <= kinds
     assert sum(t.expect.state == "failed" for t in held_out) >= 2
     assert any(t.follow_up for t in held_out)
+    # Tasks in other languages than English: judged by the script of their questions.
+    foreign = [t for t in held_out if re.search(r"[^\x00-\x7f]", t.question)]
+    assert len(foreign) >= 12
+    assert {t.expect.language for t in held_out} >= {"zh", "de"}
+    for task in held_out:
+        assert task.script.get("plan"), f"{task.id} has no scripted plan"
+        if task.follow_up:
+            assert task.follow_up.script.get("plan"), f"{task.id}'s follow-up has no plan"
+
+
+def test_the_first_held_out_split_joined_the_tuning_split_at_its_end() -> None:
+    tuning = load_tasks(tier=Tier.FULL)
+    assert [t.id for t in tuning[-len(FIRST_HELD_OUT) :]] == FIRST_HELD_OUT
+    assert all(t.tier is Tier.FULL for t in tuning[-len(FIRST_HELD_OUT) :])
+    assert not (HELD_OUT_FILE.parent / "heldout.json").exists()
     # Both splits together, and a split's tasks by id.
+    held_out = load_suite(Split.HELD_OUT)
     both = load_suite("all", tier=Tier.SMALL)
     assert [t.id for t in both] == [t.id for t in load_tasks(tier=Tier.SMALL)] + [
         t.id for t in held_out
     ]
-    picked = load_suite("all", only=["js-add", "percent-of"])
+    picked = load_suite("all", only=["js-add", "percent-of", "zh-discount"])
     assert [(t.id, t.split) for t in picked] == [
         ("js-add", Split.TUNING),
-        ("percent-of", Split.HELD_OUT),
+        ("percent-of", Split.TUNING),
+        ("zh-discount", Split.HELD_OUT),
     ]
     with pytest.raises(ValueError, match="unknown task ids: js-add"):
         load_suite(Split.HELD_OUT, only=["js-add"])
+
+
+def planned_tools(task: EvalTask) -> set[str]:
+    """The tools the task's scripted plans call."""
+    plans = [task.script, *([task.follow_up.script] if task.follow_up else [])]
+    tools = set()
+    for script in plans:
+        plan = json.loads(re.sub(r"^<plan>|</plan>$", "", script["plan"]))
+        tools |= {step["tool_name"] for part in plan["tasks"] for step in part["steps"]}
+    return tools
+
+
+def test_every_task_names_known_servers_and_its_scripts_call_only_their_tools() -> None:
+    called = set()
+    for task in load_suite("all", tier=Tier.FULL):
+        assert task.servers and set(task.servers) <= set(SUITE_SERVERS), task.id
+        servers = {tool.split("__", 1)[0] for tool in planned_tools(task) if "__" in tool}
+        assert servers <= set(task.servers), task.id
+        called |= servers
+    assert called == {"atlas", "time", "fetch", "git"}
+    named = {name for task in load_suite(Split.HELD_OUT) for name in task.servers}
+    assert named == {"atlas", "time", "fetch", "git"}
+
+
+def test_placeholders_come_from_the_files_fixtures_and_are_filled_everywhere() -> None:
+    fixtures = load_fixtures(HELD_OUT_FILE)
+    assert "/shop/kettle.html" in fixtures.site and fixtures.repo is not None
+    (task,) = load_tasks(HELD_OUT_FILE, only=["fetch-kettle-price"])
+    assert task.placeholders() == {"site"} and task.fixtures == fixtures
+    filled = task.filled({"site": "http://127.0.0.1:8123"})
+    assert filled.question.endswith("http://127.0.0.1:8123/shop/kettle.html")
+    assert '"url": "http://127.0.0.1:8123/shop/kettle.html"' in filled.script["plan"]
+    assert "{{" not in str(filled.model_dump(exclude={"fixtures"}))
+    assert "${s1}" in filled.script["plan"]  # a step's reference is not a placeholder
+    (git,) = load_tasks(HELD_OUT_FILE, only=["git-last-author"])
+    with pytest.raises(ValueError, match="no value for repo"):
+        git.filled({"site": "http://127.0.0.1:8123"})
+    follow = make_task().model_copy(
+        update={"follow_up": FollowUp(question="and {{repo}}?", script={"plan": "{{repo}}"})}
+    )
+    assert follow.filled({"repo": "/r"}).follow_up == FollowUp(
+        question="and /r?", script={"plan": "/r"}
+    )
+
+
+def test_a_file_without_the_fixture_its_task_uses_is_refused(tmp_path: Path) -> None:
+    item = {"id": "a", "tier": "full", "kind": "x", "question": "read {{site}}/a", "expect": {}}
+    lacking = tmp_path / "lacking.json"
+    lacking.write_text(json.dumps({"tasks": [item]}))
+    with pytest.raises(ValueError, match=r"a uses \{\{site\}\}, which the file lacks"):
+        load_tasks(lacking)
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text(json.dumps({"tasks": [{**item, "question": "{{nope}}"}]}))
+    with pytest.raises(ValueError, match="unknown placeholders: nope"):
+        load_tasks(unknown)
+    site = {"/a": {"type": "text/plain", "body": "A"}}
+    given = tmp_path / "given.json"
+    given.write_text(json.dumps({"tasks": [item], "site": site}))
+    (task,) = load_tasks(given)
+    assert task.fixtures.site["/a"].body == "A"
 
 
 def test_an_engine_failure_is_an_error_never_a_right_refusal() -> None:
@@ -143,6 +254,14 @@ def test_load_tasks_picks_by_id_and_refuses_unknown_ids(tmp_path: Path) -> None:
         ({"words": [3, 5]}, "one two three", True),
         ({"language": "es"}, "El sol brilla en el cielo.", True),
         ({"language": "es"}, "The sun is in the sky.", False),
+        ({"language": "zh"}, "长城是中国古代修建的军事防御工程。", True),
+        ({"language": "zh"}, "會議改到星期四。", True),
+        ({"language": "zh"}, "The Great Wall is in China (长城).", False),
+        ({"language": "zh"}, "長城は中国の古い城壁です。", False),
+        ({"language": "ja"}, "長城は中国の古い城壁です。", True),
+        ({"language": "ja"}, "ありがとうございます", True),
+        ({"language": "ja"}, "长城是中国古代修建的军事防御工程。", False),
+        ({"language": "ja"}, "Thank you (ありがとう) very much, my friend.", False),
     ],
 )
 def test_each_check_passes_right_answers_and_fails_wrong_ones(
@@ -203,3 +322,78 @@ def test_the_expected_number_among_many_others_is_a_guess(answer: str, passed: b
 def test_numbers_from_the_question_do_not_count_against_the_answer() -> None:
     (task,) = load_tasks(only=["js-sum"])  # "sum the numbers 3, 8, 15 and 4"
     assert check(task, "completed", "3 + 8 + 15 + 4 = 30", None).passed
+
+
+NOW = datetime(2026, 12, 1, 21, 15, 42, tzinfo=UTC)
+"""06:15:42 on December 2 in Tokyo, 05:15:42 in Shanghai, 22:15:42 in Paris."""
+
+
+@pytest.mark.parametrize(
+    ("zone", "answer", "passed"),
+    [
+        ("Asia/Tokyo", "It is 06:15 in Tokyo right now.", True),
+        ("Asia/Tokyo", "6:15 AM", True),
+        ("Asia/Tokyo", "6:15 a.m. on Wednesday", True),
+        ("Asia/Tokyo", "It is 6:18.", True),
+        ("Asia/Tokyo", "06:15:42", True),
+        ("Asia/Tokyo", '{"timezone": "Asia/Tokyo", "datetime": "2026-12-02T06:15:42+09:00"}', True),
+        ("Asia/Tokyo", "東京は今、午前6時15分です。", True),
+        ("Asia/Tokyo", "6:15 PM", False),
+        ("Asia/Tokyo", "It is 06:30 in Tokyo.", False),
+        ("Asia/Tokyo", "2026-12-01T21:15:42+00:00", False),  # UTC's clock, not Tokyo's
+        ("Asia/Tokyo", "It is early morning in Tokyo.", False),
+        ("Asia/Shanghai", "现在上海是凌晨5点15分。", True),
+        ("Asia/Shanghai", "5點15分", True),
+        ("Asia/Shanghai", "5時15分", True),
+        ("Asia/Shanghai", "现在是５：１５", True),
+        ("Asia/Shanghai", "下午5点15分", False),
+        ("Asia/Shanghai", "17时15分", False),
+        ("Europe/Paris", "22:15", True),
+        ("Europe/Paris", "Il est 22h15.", True),
+        ("Europe/Paris", "10:15 PM", True),
+        ("Europe/Paris", "晚上10点15分", True),
+        ("Europe/Paris", "下午10点半", False),
+        ("Europe/Paris", "10:15 AM", False),
+    ],
+)
+def test_the_clock_check_passes_the_time_in_that_zone_and_fails_others(
+    zone: str, answer: str, passed: bool
+) -> None:
+    verdict = check(make_task(clock=zone), "completed", answer, None, during=(NOW, NOW))
+    assert verdict.passed is passed, verdict.why
+
+
+@pytest.mark.parametrize(
+    ("answer", "passed"),
+    [
+        ("00:01", True),
+        ("23:55", True),
+        ("12:02 AM", True),
+        ("午前0時2分", True),
+        ("23:50", False),
+        ("00:10", False),
+    ],
+)
+def test_the_clock_check_wraps_midnight(answer: str, passed: bool) -> None:
+    late = datetime(2026, 12, 1, 23, 58, tzinfo=UTC)
+    verdict = check(make_task(clock="UTC"), "completed", answer, None, during=(late, late))
+    assert verdict.passed is passed, verdict.why
+
+
+def test_the_clock_check_allows_the_whole_run_and_says_the_time_it_wanted() -> None:
+    task = make_task(clock="Asia/Tokyo")
+    started = datetime(2026, 12, 1, 21, 0, tzinfo=UTC)
+    assert check(task, "completed", "06:00", None, during=(started, NOW)).passed
+    verdict = check(task, "completed", "05:40", None, during=(started, NOW))
+    assert verdict.why == "no time within 5 minutes of 06:00 in Asia/Tokyo"
+    assert check(task, "completed", "nothing", None, during=(NOW, NOW)).why == (
+        "no time of day in the answer (it was 06:15 in Asia/Tokyo)"
+    )
+    # Without a window the check reads the clock now.
+    now = datetime.now(UTC).astimezone(ZoneInfo("Asia/Tokyo"))
+    assert check(task, "completed", f"{now:%H:%M}", None).passed
+
+
+def test_a_clock_zone_must_be_an_iana_zone() -> None:
+    with pytest.raises(ValueError, match="no time zone named 'Mars/Olympus'"):
+        Expect(clock="Mars/Olympus")

@@ -21,12 +21,14 @@ CPYTHON_ONLY = {
     "agent_py/cli/terminal.py",
     "agent_py/cli/browser_launch.py",
     "agent_py/cli/run_command.py",
+    "agent_py/cli/mcp_servers.py",
     "agent_py/cli/web_server.py",
     "agent_py/tools/node_runner.py",
     "agent_py/mcp/__main__.py",
     "agent_py/mcp/httpx_transport.py",
     "agent_py/evals/runner.py",
     "agent_py/evals/atlas_server.py",
+    "agent_py/evals/reference_servers.py",
 }
 FORBIDDEN = {
     "threading",

@@ -1,15 +1,18 @@
 """``python -m agent_py eval``: the real-task suite in the page, end to end.
 
 The scripted engine plays a model that does every task right, so this checks the plumbing
-the suite's score depends on: the page, the JavaScript sandbox, the suite's MCP server on
-loopback, ``${s1}`` chains, the answer checks, failed tasks with their reasons, the per-task
-JSONL and the summary. The real models' scores are measured by the benchmark run
-(``--engine cpu``); tests/web/test_cpu_agent.py asserts the answers of a CPU subset.
+the suite's score depends on: the page, the JavaScript sandbox, the suite's MCP server and the
+MCP project's reference servers (behind mcp-proxy) on loopback, one page per set of servers,
+the fixtures (``{{site}}`` pages, the ``{{repo}}`` repository), ``${s1}`` chains, the answer
+checks (the clock's too), failed tasks with their reasons, the per-task JSONL and the summary.
+The real models' scores are measured by the benchmark run (``--engine cpu``);
+tests/web/test_cpu_agent.py asserts the answers of a CPU subset.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +75,28 @@ def test_the_whole_suite_passes_with_a_model_that_does_every_task_right(
     actions = [e for e in events if e.type == "action"]
     assert [a.meta["tool"] for a in actions] == ["atlas__capital", "javascript_execute"]
     assert actions[1].meta["arguments"] == {"code": "return 'Lutz'.length;"}
+    # The reference servers answered: each server set ran in a page of its own, the pages
+    # and the repository were there, and their placeholders were filled in.
+    for servers in ("atlas", "time", "fetch", "git"):
+        assert any(line.startswith(f"servers: {servers} (") for line in lines), servers
+    assert (tmp_path / "repo" / ".git").is_dir()
+    assert {"time-server.log", "fetch-server.log", "git-server.log"} <= {
+        path.name for path in tmp_path.iterdir()
+    }
+    fetched = next(
+        e for e in read_history_file(tmp_path / "fetch-kettle-price.jsonl") if e.type == "action"
+    )
+    assert fetched.meta["tool"] == "fetch__fetch"
+    assert re.fullmatch(
+        r"http://127\.0\.0\.1:\d+/shop/kettle\.html", fetched.meta["arguments"]["url"]
+    )
+    logged = [
+        e for e in read_history_file(tmp_path / "git-last-author.jsonl") if e.type == "action"
+    ]
+    assert logged[0].meta["arguments"]["repo_path"] == str((tmp_path / "repo").resolve())
+    assert summary["tasks"]["git-commit-count"]["answer"] == "4"
+    assert summary["tasks"]["time-now-tokyo"]["passed"]  # the clock check, on the live server
+    assert list(summary["tasks"]) == [task.id for task in tasks]  # the tasks' own order
     # Each task is a session of its own, from its session_start to its session_end, in its
     # own file; a two-turn task is one session of two turns.
     for task in tasks:
