@@ -54,16 +54,21 @@ def content_text(blocks: Sequence[ContentBlock]) -> str:
 
 
 def result_data(result: CallToolResult) -> Any:
-    """``structuredContent`` when the server gave it, else the content blocks as JSON.
+    """``structuredContent`` when the server gave it; else the text, when every block is
+    text; else the content blocks as JSON.
 
     The MCP SDKs wrap a tool's non-object return value as ``{"result": value}``; the value
-    itself is the data, so ``${s1}`` in a later step splices ``Lutz``, not its wrapping.
+    itself is the data, so ``${s1}`` in a later step splices ``Lutz``, not its wrapping. A
+    result of text blocks (a fetched page, a git log) is that text wherever it is spliced,
+    never ``[{"type": "text", …}]``.
     """
     structured = result.structured_content
     if isinstance(structured, dict) and set(structured) == {"result"}:
         return structured["result"]
     if structured is not None:
         return structured
+    if result.content and all(block.type == "text" for block in result.content):
+        return content_text(result.content)
     return [
         block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content
     ]

@@ -204,6 +204,27 @@ async def test_text_image_and_resource_blocks_become_readable_text(
     assert len(outcome.data) == 5
 
 
+async def test_a_result_of_text_blocks_is_its_text_as_data(scripted: ScriptedServers) -> None:
+    """``${s1}`` of a fetched page or a git log is the text, not its content blocks."""
+    content = [{"type": "text", "text": "Contents of a page:"}, {"type": "text", "text": "Hi"}]
+
+    def answer(request: Request) -> Reply:
+        if request.rpc_method == "tools/list":
+            tool = {"name": "fetch", "inputSchema": {"type": "object"}}
+            return json_reply(result(request, {"tools": [tool]}))
+        return json_reply(result(request, {"content": content}))
+
+    server = await scripted(MCPScript(answer))
+    host = MCPClientHost()
+    try:
+        await host.add_server(MCPServerConfig(name="web", url=server.url))
+        outcome = await tool_named(host, "web__fetch").run({}, context())
+    finally:
+        await host.close()
+    assert outcome.data == outcome.content == "Contents of a page:\nHi"
+    assert outcome.reference_text() == "Contents of a page:\nHi"
+
+
 def test_tool_names_are_namespaced_and_safe_for_function_calling() -> None:
     assert namespaced_tool_name("files", "search") == "files__search"
     dotted = namespaced_tool_name("files", "search.v2")
