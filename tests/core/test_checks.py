@@ -143,6 +143,8 @@ def test_grounded_arguments_takes_what_the_task_implies_and_refuses_what_it_does
         ("It arrives at 17:25.", ["14:35 plus 2 h 50", "17:25"], []),
         ("Il reste 29 œufs.", ["3 boîtes de 12, 7 utilisés"], ["29"]),  # prose arithmetic
         ("About 1 of them", ["anything"], []),  # 0 and 1 are prose
+        ('{"time_difference": "-3.5h"}', ["any"], []),  # a unit's name: never part of it
+        ("It took 3.5 h", ["any"], ["3.5"]),
     ],
 )
 def test_made_up_numbers_are_those_no_source_holds(

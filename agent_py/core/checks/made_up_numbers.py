@@ -15,7 +15,7 @@ from agent_py.core.plan import AnswerKind
 
 # A number standing alone: not part of a Latin-letter name ("mp3", "s1", "H2O"), not a list
 # item's marker at the start of a line ("1. Athens").
-_NUMBER = re.compile(r"(?<![A-Za-z\d.,])\d+(?:[.,]\d+)*(?![A-Za-z\d])")
+_NUMBER = re.compile(r"(?<![A-Za-z\d.,])\d+(?:[.,]\d+)*(?![A-Za-z\d]|[.,]\d)")
 _LIST_MARKER = re.compile(r"^\s*\d+[.)]\s", re.MULTILINE)
 SMALL = {0.0, 1.0}  # "one of them", "0 left": prose, never data worth inventing
 
