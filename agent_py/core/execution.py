@@ -12,30 +12,20 @@ import functools
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agent_py.core.answer_checks import (
-    DAY_MS,
-    days_in_milliseconds,
-    example_data_copied,
-    months_counted_from_one,
-    question_as_data,
-    reports_failure,
-)
 from agent_py.core.budget import truncate_middle
 from agent_py.core.checks import Seen, Stage, first_refusal
-from agent_py.core.decline import DECLINE_TOOL
 from agent_py.core.errors import AgentError, LLMError, PromptTooLargeError
 from agent_py.core.events import EventType
 from agent_py.core.history import EventRecorder
 from agent_py.core.llm import CallPurpose, ModelRole
 from agent_py.core.model_client import ModelClient
 from agent_py.core.plan import StepSchema, TaskSchema, step_references
-from agent_py.core.prompts import examples
 from agent_py.core.registry import ToolRegistry
 from agent_py.core.step_action import StepAction, StepBrief, failed_dependency
-from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult, main_input_property
+from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult
 
 EVENT_CONTENT_CHARS = 8_000  # observations in events and history are cut to this
 
@@ -119,45 +109,6 @@ def result_statuses(outcomes: list[StepOutcome]) -> str:
         f"result kept as ${{{o.step.step_id}}}"
         for o in outcomes
     )
-
-
-def _words(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
-def example_copied(value: str, question: str) -> str | None:
-    """The task of the worked example (``prompts/examples.json``) whose step input ``value``
-    is, word for word, when that task is not ``question``; else None.
-
-    A small model that cannot map a task to a tool copies the example closest to hand (a
-    two-line poem about rain for "download this page"), and the result would be reported
-    as the answer. A decline's reason may be copied: it ends the run failed anyway."""
-    copied = _words(value)
-    for example in examples()["plan"]:
-        for task in example["tasks"]:
-            for step in task["steps"]:
-                if (
-                    step["tool_name"] != DECLINE_TOOL
-                    and _words(str(step.get("input", ""))) == copied
-                    and _words(example["task"]) != _words(question)
-                ):
-                    return str(example["task"])
-    return None
-
-
-def example_task_copied(goal: str, question: str) -> str | None:
-    """The task of the worked example whose text ``goal`` (a plan's task or step goal) is,
-    word for word, when that task is not ``question``; else None.
-
-    A corrected plan may take a worked example's task whole as a task of its own ("Use
-    JavaScript to list the odd numbers below 8, then add them up"), and its result would be
-    reported as the answer to another question."""
-    copied = _words(goal).rstrip(".")
-    for example in examples()["plan"]:
-        task = str(example["task"])
-        if _words(task).rstrip(".") == copied and _words(task) != _words(question):
-            return task
-    return None
 
 
 @dataclass(frozen=True)
@@ -342,42 +293,31 @@ class StepExecutor:
                     raise ToolError(
                         f"{error} (the model wrote the same code again when shown the error)"
                     ) from None
-                await act(repaired)
-                # Code "corrected" by catching its failure and printing it computes nothing.
-                reported = reports_failure(outcome.result.reference_text())
-                if reported is not None:
-                    raise ToolError(
-                        f"{error} (the corrected code only reported the failure: "
-                        f"{reported[:120]!r})"
-                    ) from None
+                await act(repaired, repaired_after=str(error))
 
-    async def _act(self, run: _StepRun, call: StepAction, arguments: dict[str, Any]) -> None:
-        """Check ``arguments``, then run the tool with them into ``run.outcome``; a ToolError
-        says why the step failed."""
+    async def _act(
+        self,
+        run: _StepRun,
+        call: StepAction,
+        arguments: dict[str, Any],
+        repaired_after: str | None = None,
+    ) -> None:
+        """Check ``arguments`` (the checks of the call stage), then run the tool with them
+        into ``run.outcome`` and check its result (the result stage); a ToolError says why
+        the step failed. ``repaired_after``: the error the code was corrected after."""
         tool, step, question, earlier = run.tool, run.step, run.question, run.earlier
         run.outcome.arguments = arguments
-        refused = first_refusal(
-            Stage.CALL,
-            self,
-            Seen(
-                question=question,
-                asked=run.follow_up.questions,
-                tool=tool,
-                arguments=arguments,
-                results=tuple(o.result for o in earlier if o.ok),
-                meta={"step_goal": step.step_goal},
-            ),
+        seen = Seen(
+            question=question,
+            asked=run.follow_up.questions,
+            tool=tool,
+            arguments=arguments,
+            results=tuple(o.result for o in earlier if o.ok),
+            meta={"step_goal": step.step_goal, "task_goal": run.task.task_goal},
         )
+        refused = first_refusal(Stage.CALL, self, seen)
         if refused is not None:
             raise ToolError(refused)
-        if tool.code_language is not None:
-            self._check_own_data(tool, arguments, question, earlier)
-            self._check_not_a_question(tool, arguments, run.follow_up.questions)
-        if tool.code_language == "JavaScript":
-            self._check_months(tool, arguments, question)
-        if self.examples:
-            goals = (run.task.task_goal, step.step_goal)
-            self._check_not_an_example(tool, arguments, question, goals)
         repeated = run.memory.guarded.get(CallMemory.signature(tool.name, arguments))
         if repeated is not None:
             before = next((o for o in earlier if o.step.step_id == repeated), None)
@@ -406,90 +346,11 @@ class StepExecutor:
             arguments=arguments,
         )
         run.outcome.result = await call.act(arguments)
-        if tool.code_language == "JavaScript" and not run.outcome.result.is_error:
-            self._check_not_milliseconds(arguments, run.outcome.result, question)
-
-    @staticmethod
-    def _check_own_data(
-        tool: ToolBase,
-        arguments: dict[str, Any],
-        question: str,
-        earlier: list[StepOutcome],
-    ) -> None:
-        """Fail a code step whose code copies a value of the tool description's example
-        (``answer_checks.example_data_copied``)."""
-        code = arguments.get("code")
-        if not isinstance(code, str):
-            return
-        sources = [question, *(o.result.content for o in earlier if o.ok)]
-        copied = example_data_copied(code, tool.description, sources)
-        if copied:
-            values = ", ".join(f"'{value}'" for value in copied)
-            raise ToolError(
-                f"{tool.name} was not run: the code uses {values} from the example in the "
-                "tool's description, not a value of the task; write code for the task's own "
-                "values, or decline the task when no tool can do it"
-            )
-
-    @staticmethod
-    def _check_not_a_question(
-        tool: ToolBase, arguments: dict[str, Any], questions: tuple[str, ...]
-    ) -> None:
-        """Fail a code step whose data is an earlier task's own words
-        (``answer_checks.question_as_data``)."""
-        asked = question_as_data(str(arguments.get("code", "")), questions)
-        if asked is not None:
-            raise ToolError(
-                f"{tool.name} was not run: the code takes the words of an earlier task "
-                f"({asked!r}) as its data; in a follow-up, 'that' is the last result"
-            )
-
-    @staticmethod
-    def _check_months(tool: ToolBase, arguments: dict[str, Any], question: str) -> None:
-        """Fail a JavaScript step whose Dates count the task's months from 1
-        (``answer_checks.months_counted_from_one``): each would be a month late."""
-        wrong = months_counted_from_one(str(arguments.get("code", "")), question)
-        if wrong:
-            raise ToolError(
-                f"{tool.name} was not run: {', '.join(w for w, _ in wrong)} is a month after "
-                "the task's date, since JavaScript counts months from 0 (January is 0): write "
-                f"{', '.join(r for _, r in wrong)}"
-            )
-
-    @staticmethod
-    def _check_not_an_example(
-        tool: ToolBase, arguments: dict[str, Any], question: str, goals: tuple[str, str]
-    ) -> None:
-        """Fail a step whose input is a worked example's, word for word, or whose task or
-        step goal is a worked example's task, for another task (``example_copied``,
-        ``example_task_copied``)."""
-        main = main_input_property(tool.input_schema)
-        value = arguments.get(main) if main is not None else None
-        copied = "input"
-        example = example_copied(value, question) if isinstance(value, str) else None
-        for goal in goals:
-            if example is None:
-                copied, example = "task", example_task_copied(goal, question)
-        if example is not None:
-            raise ToolError(
-                f"{tool.name} was not run: its {copied} is copied from the worked example for "
-                f"'{example}', not written for this task; write it for the task, or decline "
-                "the task when no tool can do it"
-            )
-
-    @staticmethod
-    def _check_not_milliseconds(
-        arguments: dict[str, Any], result: ToolResult, question: str
-    ) -> None:
-        """Fail a JavaScript step whose Dates gave a time in milliseconds the task did not
-        ask for (``answer_checks.days_in_milliseconds``)."""
-        days = days_in_milliseconds(str(arguments.get("code", "")), result.data, question)
-        if days is not None:
-            raise ToolError(
-                f"the result {days * DAY_MS:g} is milliseconds (one Date minus another is in "
-                f"milliseconds), that is {days:g} days: divide by 86400000 for days, or by "
-                "3600000 for hours"
-            )
+        after = {"repaired": repaired_after is not None, "error": repaired_after}
+        seen = replace(seen, results=(run.outcome.result,), meta={**seen.meta, **after})
+        refused = first_refusal(Stage.RESULT, self, seen)
+        if refused is not None:
+            raise ToolError(refused)
 
     def code_from_plan(self, outcome: StepOutcome) -> bool:
         """Whether the step's tool takes code and the code came from the plan (its input or

@@ -5,14 +5,24 @@ step, and the profile chosen in Python per engine and model."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from support import EchoTool, calls_for, default_tools, make_agent, of_type, plan_reply, step
 
-from agent_py import AgentConfig, AgentState, EventType, PlanShape, ScriptedLLM
+from agent_py import (
+    AgentConfig,
+    AgentState,
+    EventType,
+    JavascriptExecutor,
+    PlanShape,
+    ScriptedLLM,
+    ToolResult,
+)
 from agent_py.cli.run_report import describe
-from agent_py.core.answer_checks import reports_failure
+from agent_py.core.checks import Seen
+from agent_py.core.checks.caught_failure import run as caught_failure
 from agent_py.core.grammar import fenced_code_grammar
 from agent_py.core.llm import CallInfo, ChatReply, Message, Sampling
 from agent_py.core.plan import (
@@ -31,6 +41,7 @@ from agent_py.core.plan_prompts import (
 from agent_py.core.profiles import FULL, SMALL, TINY, Strategy, profile_for
 from agent_py.core.registry import ToolRegistry
 from agent_py.page.settings import PageSettings
+from agent_py.tools.node_runner import NodeRunner
 
 # The small strategy without its code call after failed code, for tests of the corrected plan.
 REPLAN = TINY.strategy.model_copy(update={"code_call_after_failure": False})
@@ -764,21 +775,34 @@ async def test_code_corrected_by_printing_its_failure_fails_its_step() -> None:
     output = result.steps[0].output
     assert output.startswith("javascript_execute failed: ReferenceError: readFile is not defined")
     assert output.endswith(
-        "(the corrected code only reported the failure: 'File /notes.txt does not exist.')"
+        "(the corrected code only caught the failure and gave it back: "
+        "'File /notes.txt does not exist.')"
     )
 
 
 @pytest.mark.parametrize(
-    ("output", "report"),
+    ("code", "result", "caught"),
     [
-        ("File '/etc/hostname' does not exist.", True),
-        ("Error: require is not available here", True),
-        ("stdout:\nThursday", False),
-        ('["apple", "banana", "fig"]', False),
+        ("try { f(); } catch (e) { return 'Datei fehlt.'; }", ToolResult("Datei fehlt."), True),
+        ("try { f(); } catch (e) { return e.message; }",
+         ToolResult("ReferenceError: f is not defined 2"), True),  # an error class
+        ("try { f(); } catch (e) { return 0; }", ToolResult("0", data=0), False),  # a number
+        ("try { return f(); } catch (e) { return 'x'; }", ToolResult("42 Tage"), False),
+        ("return 'Thursday';", ToolResult("Thursday"), False),  # nothing caught
     ],
-)
-def test_a_failure_report_says_something_failed_or_is_missing(output: str, report: bool) -> None:
-    assert (reports_failure(output) is not None) is report
+)  # fmt: skip
+def test_corrected_code_that_catches_its_failure_is_read_from_code_and_result(
+    code: str, result: ToolResult, caught: bool
+) -> None:
+    seen = Seen(
+        question="q",
+        tool=JavascriptExecutor(NodeRunner()),
+        arguments={"code": code},
+        results=(result,),
+        meta={"repaired": True, "error": "it failed"},
+    )
+    assert (caught_failure(seen) is not None) is caught
+    assert caught_failure(replace(seen, meta={})) is None  # only after a repair
 
 
 async def test_without_code_repair_a_failed_code_call_gets_no_second_turn() -> None:

@@ -15,10 +15,16 @@ from typing import Any
 
 from agent_py.core.checks import (
     answer_kind,
+    caught_failure,
     description_as_value,
+    earlier_question_as_data,
+    example_values,
     grounded_arguments,
     made_up_numbers,
+    milliseconds,
+    months_from_one,
     needs_a_tool,
+    worked_example_copied,
 )
 from agent_py.core.checks.base import Check, Seen, Stage
 
@@ -28,6 +34,12 @@ CHECKS: tuple[Check, ...] = (
     needs_a_tool.CHECK,
     description_as_value.CHECK,
     grounded_arguments.CHECK,
+    example_values.CHECK,
+    earlier_question_as_data.CHECK,
+    months_from_one.CHECK,
+    worked_example_copied.CHECK,
+    milliseconds.CHECK,
+    caught_failure.CHECK,
     answer_kind.CHECK,
     made_up_numbers.CHECK,
 )

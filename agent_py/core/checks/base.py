@@ -15,6 +15,7 @@ from agent_py.core.tool import ToolBase, ToolResult
 class Stage(StrEnum):
     PLAN = "plan"  # a plan, before anything of it runs
     CALL = "call"  # a tool call, before the tool runs
+    RESULT = "result"  # a tool's result, before a later step or the answer uses it
     ANSWER = "answer"  # the run's answer, before the user gets it
 
 
