@@ -118,34 +118,7 @@ def unusable_answer(answer: str, instructions: Iterable[str], question: str) -> 
         return "the model's answer repeats the agent's instructions instead of answering"
     if repeats_itself(answer):
         return "the model's answer repeats one phrase over and over instead of answering"
-    refusal = refuses(answer)
-    if refusal is not None:
-        return f"the model says it cannot do the task: {refusal}"
     return None
-
-
-# A refusal speaks of the model itself: "I'm sorry, but I can't…", "I am unable to…", "As an AI
-# language model…", "I don't have access to real-time data". "It cannot be prime" is no refusal.
-_REFUSAL = re.compile(
-    r"\bI(?:'m| am)? (?:sorry|unable|not able|afraid)\b"
-    r"|\bI (?:can(?:no|'|’)t|cannot|could not|couldn't|won't|will not|apologi[sz]e)\b"
-    r"|\bI (?:do not|don't|don’t) have (?:access|the (?:ability|means|tools?))\b"
-    r"|\bas an (?:ai|artificial intelligence|language model)\b"
-    r"|\b(?:not|no) (?:possible|way) for me to\b",
-    re.IGNORECASE,
-)
-_FIRST_SENTENCES = re.compile(r"^\s*(?:[^.!?\n]*[.!?\n]+\s*){0,2}")
-
-
-def refuses(answer: str) -> str | None:
-    """The opening of ``answer`` when it declines the task (its first two sentences speak of
-    what the model cannot do), else None. An answer that says it cannot do the task is a
-    failed run, whatever else it says."""
-    opening = _FIRST_SENTENCES.match(answer)
-    head = (opening.group(0) if opening else "") or answer[:200]
-    if not _REFUSAL.search(head):
-        return None
-    return " ".join(head.split())[:200]
 
 
 # The data a question gives: quoted text, web addresses, and numbers, those of dates and times

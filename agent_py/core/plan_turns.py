@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from agent_py.core.budget import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, prompt_tokens
 from agent_py.core.conversation import TurnDigest
-from agent_py.core.errors import ReplyParseError
+from agent_py.core.errors import ReplyParseError, RunFailure
 from agent_py.core.events import EventType
 from agent_py.core.execution import StepOutcome, digest_results, result_statuses
 from agent_py.core.history import EventRecorder
@@ -40,6 +40,7 @@ from agent_py.core.plan_prompts import (
 from agent_py.core.profiles import Strategy
 from agent_py.core.prompts import render
 from agent_py.core.registry import ToolRegistry
+from agent_py.core.written import read_written, written_schema
 
 DIGEST_MARGIN_TOKENS = 64  # the digest's own framing lines, estimated on the safe side
 DIGEST_FLOOR_CHARS = 240  # results get at least this much, even in a full window
@@ -235,9 +236,14 @@ class PlanTurns:
                 conversation, CallPurpose.ANSWER, "answer_user", outcomes, question=question
             )
         )
-        answer = await self.model.ask(conversation, CallPurpose.ANSWER)
-        conversation.append({"role": "assistant", "content": answer})
-        return clean_answer(answer)
+        reply = await self.model.ask(
+            conversation, CallPurpose.ANSWER, CallOptions(schema=written_schema())
+        )
+        conversation.append({"role": "assistant", "content": reply})
+        written = read_written(reply)
+        if written.cannot:  # the model's status under the schema, in any language
+            raise RunFailure(f"the model says it cannot do the task: {written.text.strip()}")
+        return clean_answer(written.text)
 
     def _with_results(
         self,

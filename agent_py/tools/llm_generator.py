@@ -8,12 +8,12 @@ from agent_py.core.answer_checks import (
     before_it_starts_over,
     echoes_instructions,
     gives_instruction_back,
-    refuses,
     repeats_itself,
 )
 from agent_py.core.llm import CallOptions, CallPurpose, Message
 from agent_py.core.prompts import render
 from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult
+from agent_py.core.written import read_written, written_schema
 
 
 class LLMGenerator(ToolBase):
@@ -43,10 +43,12 @@ class LLMGenerator(ToolBase):
             {"role": "system", "content": system},
             {"role": "user", "content": instruction},
         ]
-        reply = await ctx.model.reply(
-            messages, CallPurpose.GENERATE, CallOptions(tool=self.name, step=ctx.step_id)
-        )
-        text = reply.text
+        options = CallOptions(tool=self.name, step=ctx.step_id, schema=written_schema())
+        reply = await ctx.model.reply(messages, CallPurpose.GENERATE, options)
+        written = read_written(reply.text)
+        if written.cannot:  # the model's own status under the schema, in any language
+            raise ToolError(f"the model declined: {written.text.strip()[:300]}")
+        text = written.text
         if reply.finish_reason == "length":
             kept = before_it_starts_over(text)
             if kept is not None:
@@ -60,10 +62,6 @@ class LLMGenerator(ToolBase):
             raise ToolError("the model returned no text")
         if repeats_itself(text):
             raise ToolError("the model wrote one phrase over and over instead of the text")
-        # Before the echo check: the refusal the system prompt spells out is its own words.
-        refusal = refuses(text)
-        if refusal is not None:
-            raise ToolError(f"the model declined: {refusal}")
         if echoes_instructions(text, [system], allowed=instruction):
             raise ToolError("the model repeated its own instructions instead of doing the task")
         if gives_instruction_back(text, instruction, ctx.question):

@@ -35,7 +35,7 @@ from tests.support import CONTINUE, EchoTool, SleepTool, make_agent, of_type, pl
 INSTRUCTION_ENDS = {
     CallPurpose.PLAN: "Task: ",
     CallPurpose.RETHINK: "<status>failed</status> followed by <final>why</final>",
-    CallPurpose.ANSWER: "say plainly if something could not be done.",
+    CallPurpose.ANSWER: "when the results do not hold the answer.",
     CallPurpose.ARGUMENTS: "Reply with the JSON arguments object only.",
 }
 

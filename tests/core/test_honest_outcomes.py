@@ -4,6 +4,7 @@ empty answer or on our own instructions repeated back."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,6 @@ from agent_py.core.answer_checks import (
     data_left_out,
     echoes_instructions,
     question_data,
-    refuses,
     repeats_itself,
 )
 from agent_py.core.checks import Seen, Stage, checks_at
@@ -29,6 +29,7 @@ from agent_py.core.llm import CallInfo, Message
 from agent_py.core.plan import AnswerKind, Needs, PlanSchema, StepSchema, TaskSchema
 from agent_py.core.profiles import FULL, SMALL, TINY
 from agent_py.core.prompts import render
+from agent_py.core.written import Written, read_written
 from agent_py.tools.llm_generator import LLMGenerator
 
 ONE_STEP = plan_reply([step("s1", "echo", {"text": "a", "times": 1})])
@@ -506,39 +507,39 @@ async def test_a_run_the_engine_failed_says_so_and_a_task_failure_does_not() -> 
 
 
 @pytest.mark.parametrize(
-    "answer",
+    "why",
     [
-        "I'm sorry, but I can't assist with that request.",
-        "As an AI language model, I don't have access to real-time prices.",
-        "Unfortunately, I do not have access to your calendar. You could try an app.",
-        "I am unable to book tables. Please call the restaurant.",
+        "the results do not say what the price is",
+        "结果里没有今天的价格",  # the status decides, in any language
     ],
 )
-async def test_an_answer_that_declines_the_task_fails_the_run_with_it(answer: str) -> None:
-    state, error = await run_with_answer(answer)
+async def test_an_answer_whose_status_says_cannot_fails_the_run_with_why(why: str) -> None:
+    reply = json.dumps({"status": "cannot", "text": why}, ensure_ascii=False)
+    state, error = await run_with_answer(reply)
     assert state is AgentState.FAILED
-    assert error == "the model says it cannot do the task: " + " ".join(answer.split())[:200]
+    assert error == f"the model says it cannot do the task: {why}"
 
 
 @pytest.mark.parametrize(
-    ("answer", "declines"),
+    ("reply", "written"),
     [
-        ("No: 221 cannot be prime, since 13 x 17 = 221.", False),
-        ("Bonjour", False),
-        ("The sum is 30. It was computed. I cannot check it twice.", False),
-        # The opening is its first two sentences: a refusal there counts.
-        ("The sum is 30. I cannot check it, though.", True),
+        ('{"status": "done", "text": "Muchas gracias."}', Written("Muchas gracias.")),
+        ('{"status": "cannot", "text": "no data"}', Written("no data", cannot=True)),
+        ("Plain text, no schema", Written("Plain text, no schema")),
+        ('{"status": "done", "text": "Rain on\\nthe roof', Written("Rain on\nthe roof")),  # cut
+        # Words of refusal are the model's text: only the status says it cannot.
+        ('{"status": "done", "text": "I cannot say."}', Written("I cannot say.")),
     ],
-)
-def test_a_refusal_speaks_of_the_model_in_the_opening(answer: str, declines: bool) -> None:
-    assert (refuses(answer) is not None) is declines
+)  # fmt: skip
+def test_a_written_reply_is_read_by_its_status(reply: str, written: Written) -> None:
+    assert read_written(reply) == written
 
 
-async def test_a_generated_text_that_declines_fails_its_step() -> None:
+async def test_a_generated_text_whose_status_says_cannot_fails_its_step() -> None:
     llm = ScriptedLLM.replaying(
         {
             "plan": plan_reply([step("s1", "llm_generator", {"prompt": "Write a limerick."})]),
-            "generate": "I'm sorry, but I can't write limericks.",
+            "generate": '{"status": "cannot", "text": "Ich kann keine Limericks schreiben."}',
             "rethink": CONTINUE,
         }
     )
@@ -546,8 +547,10 @@ async def test_a_generated_text_that_declines_fails_its_step() -> None:
     result = await agent.task("Write a limerick about a cat.")
     assert result.state is AgentState.FAILED
     assert result.steps[0].output == (
-        "llm_generator failed: the model declined: I'm sorry, but I can't write limericks."
+        "llm_generator failed: the model declined: Ich kann keine Limericks schreiben."
     )
+    (_, call) = llm.calls[1]
+    assert call.schema is not None and call.schema["required"] == ["status", "text"]
 
 
 async def writer_given(instruction: str, question: str, text: str) -> Any:
