@@ -62,10 +62,14 @@ def nearest_example_turns(registry: ToolRegistry, shape: PlanShape, question: st
     model copies from most: after the fixed examples, so their prefilled cache still serves.
     Closeness counts shared words (4 letters or more, a plural ``s`` dropped); a tie goes to
     the example listed first."""
-    asked = _stems(question)
+    pairs = list(_example_pairs(registry, shape))
+    # A word most examples share says nothing of which is closest ("what", "with").
+    frequency = Counter(word for task, _ in pairs for word in _stems(task))
+    common = {word for word, n in frequency.items() if n > 2}
+    asked = _stems(question) - common
     best: list[Message] = []
     best_shared = 0
-    for task, pair in _example_pairs(registry, shape):
+    for task, pair in pairs:
         shared = len(asked & _stems(task))
         if shared > best_shared:
             best, best_shared = pair, shared
@@ -152,15 +156,34 @@ def relevant_tools(registry: ToolRegistry, text: str) -> set[str]:
 
 def matching_tools(registry: ToolRegistry, text: str) -> list[str]:
     """The tools whose name holds a word of ``text`` (3 letters or more, a plural ``s``
-    dropped; a server's prefix, shared by its tools, does not count), in the registry's order:
-    a hint next to the task for a small model, which otherwise takes the first tool of a
-    server whatever it does (``atlas__add`` for a capital city)."""
+    dropped; a server's prefix, shared by its tools, does not count), and, when ``text``
+    holds a web address, the remote tools that take one (a parameter of format ``uri``), in
+    the registry's order: a hint next to the task for a small model, which otherwise takes the
+    first tool of a server whatever it does (``atlas__add`` for a capital city), or code that
+    cannot reach the page."""
     tools = list(registry)
     names = {tool.name: _short_stems(tool.name) for tool in tools}
     frequency = Counter(word for words in names.values() for word in words)
     shared = {word for word, n in frequency.items() if n > 1}
     asked = _short_stems(text)
-    return [tool.name for tool in tools if asked & (names[tool.name] - shared)]
+    has_address = _ADDRESS.search(text) is not None
+    return [
+        tool.name
+        for tool in tools
+        if asked & (names[tool.name] - shared) or (has_address and _takes_address(tool))
+    ]
+
+
+_ADDRESS = re.compile(r"\bhttps?://\S+")
+
+
+def _takes_address(tool: ToolBase) -> bool:
+    """A remote tool with a parameter of format ``uri`` (a fetch tool's ``url``)."""
+    properties = tool.input_schema.get("properties") or {}
+    return tool.remote and any(
+        isinstance(spec, dict) and spec.get("format") in ("uri", "url", "iri")
+        for spec in properties.values()
+    )
 
 
 def _short_stems(text: str) -> set[str]:
@@ -168,15 +191,8 @@ def _short_stems(text: str) -> set[str]:
     return {word.removesuffix("s") for word in re.findall(r"[a-z0-9]{3,}", text.lower())}
 
 
-_COMMON_WORDS = (
-    "about also each from have into more only some than that their them then there this "
-    "tool tools what when which will with your"
-)
-_COMMON = frozenset(_COMMON_WORDS.split())
-
-
 def _words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z0-9]{4,}", text.lower())) - _COMMON
+    return set(re.findall(r"[a-z0-9]{4,}", text.lower()))
 
 
 def _stems(text: str) -> set[str]:

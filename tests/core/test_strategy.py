@@ -889,6 +889,23 @@ def test_the_tools_a_task_names_are_hinted_but_not_a_servers_shared_prefix() -> 
     assert matching_tools(registry, "Ask the atlas for something.") == []  # the shared prefix
 
 
+class FetchTool(EchoTool):
+    name = "web__get"
+    description = "Gets a page."
+    input_schema = {"type": "object", "properties": {"url": {"type": "string", "format": "uri"}}}
+    remote = True
+
+
+def test_a_task_with_a_web_address_is_hinted_the_tools_that_take_one() -> None:
+    """Seen (the 0.5B model, the reference fetch server): asked about a page at a URL, the
+    plan never chose the fetch tool, and code could not reach the page."""
+    registry = ToolRegistry([*default_tools(), *atlas_tools(), FetchTool()])
+    assert matching_tools(registry, "请看 http://127.0.0.1:8000/tea.html 作者是谁？") == [
+        "web__get"
+    ]
+    assert matching_tools(registry, "Wer hat das geschrieben?") == []  # no address
+
+
 async def test_a_small_model_is_told_which_tools_match_the_task() -> None:
     def reply(messages: list[Message], call: CallInfo) -> str:
         return plan_reply([step("s1", "atlas__capital", {"text": "Lutz", "times": 1})])
