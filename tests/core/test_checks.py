@@ -11,6 +11,7 @@ from support import make_agent, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, JavascriptExecutor, ScriptedLLM
 from agent_py.core.checks import CHECKS, Seen, Stage
+from agent_py.core.checks.data_cut_short import pieces_of_quoted
 from agent_py.core.checks.description_as_value import described_not_given
 from agent_py.core.checks.grounded_arguments import arguments_from_nowhere
 from agent_py.core.checks.made_up_numbers import made_up
@@ -207,3 +208,22 @@ async def test_an_mcp_result_spliced_into_code_is_its_text() -> None:
 
     assert result.state is AgentState.COMPLETED, result.error
     assert result.answer == "4:true"  # the text's 3 newlines: 4 pieces, found inside it
+
+
+@pytest.mark.parametrize(
+    ("code", "question", "cut"),
+    [
+        ("return 'ressed'.split('').reverse().join('');",
+         "Use JavaScript to reverse the string 'stressed'.", [("ressed", "stressed")]),
+        ("return 'stressed'.split('').reverse().join('');",
+         "Use JavaScript to reverse the string 'stressed'.", []),
+        ("return 'stressed'.includes('ress');", "Does 'stressed' hold 'ress'?", []),
+        ("return \"Welt\".length;", "Wie lang ist „Hallo Welt“ oder \"Hallo Welt\"?",
+         [("Welt", "Hallo Welt")]),
+        ("return 'ab'.length;", "Count 'abc'.", []),  # too short to be a copied piece
+    ],
+)  # fmt: skip
+def test_data_cut_short_is_a_piece_of_a_quoted_text_never_used_whole(
+    code: str, question: str, cut: list[tuple[str, str]]
+) -> None:
+    assert pieces_of_quoted(code, question) == cut

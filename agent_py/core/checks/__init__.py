@@ -16,6 +16,7 @@ from typing import Any
 from agent_py.core.checks import (
     answer_kind,
     caught_failure,
+    data_cut_short,
     description_as_value,
     earlier_question_as_data,
     example_values,
@@ -35,6 +36,7 @@ CHECKS: tuple[Check, ...] = (
     description_as_value.CHECK,
     grounded_arguments.CHECK,
     example_values.CHECK,
+    data_cut_short.CHECK,
     earlier_question_as_data.CHECK,
     months_from_one.CHECK,
     worked_example_copied.CHECK,
