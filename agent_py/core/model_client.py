@@ -31,7 +31,6 @@ from agent_py.core.llm import (
 )
 from agent_py.core.managed_llm import ManagedLLM
 from agent_py.core.parsing import split_thinking
-from agent_py.core.written import is_written_schema
 
 NO_OPTIONS = CallOptions()
 
@@ -85,10 +84,9 @@ class ModelClient:
         return window - self.budgets.for_purpose(purpose)
 
     def _sampling_for(self, schema: dict[str, Any] | None) -> Sampling | None:
-        """Free text (no schema, or a written reply's) may have its own sampling: a repetition
-        guard belongs there, not in code or plans, which copy the question's words and
-        numbers."""
-        if (schema is None or is_written_schema(schema)) and self.text_sampling is not None:
+        """Free text (no schema) may have its own sampling: a repetition guard belongs
+        there, not in code or plans, which copy the question's words and numbers."""
+        if schema is None and self.text_sampling is not None:
             return self.text_sampling
         return self.sampling
 

@@ -40,7 +40,7 @@ from agent_py.core.plan_prompts import (
 from agent_py.core.profiles import Strategy
 from agent_py.core.prompts import render
 from agent_py.core.registry import ToolRegistry
-from agent_py.core.written import read_written, written_schema
+from agent_py.core.written import read_written
 
 DIGEST_MARGIN_TOKENS = 64  # the digest's own framing lines, estimated on the safe side
 DIGEST_FLOOR_CHARS = 240  # results get at least this much, even in a full window
@@ -236,14 +236,12 @@ class PlanTurns:
                 conversation, CallPurpose.ANSWER, "answer_user", outcomes, question=question
             )
         )
-        reply = await self.model.ask(
-            conversation, CallPurpose.ANSWER, CallOptions(schema=written_schema())
-        )
+        reply = await self.model.ask(conversation, CallPurpose.ANSWER)
         conversation.append({"role": "assistant", "content": reply})
-        written = read_written(reply)
-        if written.cannot:  # the model's status under the schema, in any language
+        written = read_written(clean_answer(reply))
+        if written.cannot:  # the reply format's status, in any language
             raise RunFailure(f"the model says it cannot do the task: {written.text.strip()}")
-        return clean_answer(written.text)
+        return written.text
 
     def _with_results(
         self,

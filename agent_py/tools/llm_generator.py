@@ -13,7 +13,7 @@ from agent_py.core.answer_checks import (
 from agent_py.core.llm import CallOptions, CallPurpose, Message
 from agent_py.core.prompts import render
 from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult
-from agent_py.core.written import read_written, written_schema
+from agent_py.core.written import read_written
 
 
 class LLMGenerator(ToolBase):
@@ -43,10 +43,10 @@ class LLMGenerator(ToolBase):
             {"role": "system", "content": system},
             {"role": "user", "content": instruction},
         ]
-        options = CallOptions(tool=self.name, step=ctx.step_id, schema=written_schema())
+        options = CallOptions(tool=self.name, step=ctx.step_id)
         reply = await ctx.model.reply(messages, CallPurpose.GENERATE, options)
         written = read_written(reply.text)
-        if written.cannot:  # the model's own status under the schema, in any language
+        if written.cannot:  # the reply format's status, in any language
             raise ToolError(f"the model declined: {written.text.strip()[:300]}")
         text = written.text
         if reply.finish_reason == "length":

@@ -4,7 +4,6 @@ empty answer or on our own instructions repeated back."""
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import Any
 
@@ -513,9 +512,8 @@ async def test_a_run_the_engine_failed_says_so_and_a_task_failure_does_not() -> 
         "结果里没有今天的价格",  # the status decides, in any language
     ],
 )
-async def test_an_answer_whose_status_says_cannot_fails_the_run_with_why(why: str) -> None:
-    reply = json.dumps({"status": "cannot", "text": why}, ensure_ascii=False)
-    state, error = await run_with_answer(reply)
+async def test_an_answer_that_says_cannot_fails_the_run_with_why(why: str) -> None:
+    state, error = await run_with_answer(f"<cannot> {why}")
     assert state is AgentState.FAILED
     assert error == f"the model says it cannot do the task: {why}"
 
@@ -523,23 +521,24 @@ async def test_an_answer_whose_status_says_cannot_fails_the_run_with_why(why: st
 @pytest.mark.parametrize(
     ("reply", "written"),
     [
-        ('{"status": "done", "text": "Muchas gracias."}', Written("Muchas gracias.")),
-        ('{"status": "cannot", "text": "no data"}', Written("no data", cannot=True)),
-        ("Plain text, no schema", Written("Plain text, no schema")),
-        ('{"status": "done", "text": "Rain on\\nthe roof', Written("Rain on\nthe roof")),  # cut
-        # Words of refusal are the model's text: only the status says it cannot.
-        ('{"status": "done", "text": "I cannot say."}', Written("I cannot say.")),
+        ("Muchas gracias.", Written("Muchas gracias.")),
+        ("<cannot> no data", Written("no data", cannot=True)),
+        ("  <CANNOT>需要网页</cannot>\n", Written("需要网页", cannot=True)),
+        ("<cannot>", Written("no reason given", cannot=True)),
+        ("A tag later: <cannot> is text", Written("A tag later: <cannot> is text")),
+        # Words of refusal are the model's text: only the tag says it cannot.
+        ("I cannot say.", Written("I cannot say.")),
     ],
 )  # fmt: skip
 def test_a_written_reply_is_read_by_its_status(reply: str, written: Written) -> None:
     assert read_written(reply) == written
 
 
-async def test_a_generated_text_whose_status_says_cannot_fails_its_step() -> None:
+async def test_a_generated_text_that_says_cannot_fails_its_step() -> None:
     llm = ScriptedLLM.replaying(
         {
             "plan": plan_reply([step("s1", "llm_generator", {"prompt": "Write a limerick."})]),
-            "generate": '{"status": "cannot", "text": "Ich kann keine Limericks schreiben."}',
+            "generate": "<cannot> Ich kann keine Limericks schreiben.",
             "rethink": CONTINUE,
         }
     )
@@ -549,8 +548,6 @@ async def test_a_generated_text_whose_status_says_cannot_fails_its_step() -> Non
     assert result.steps[0].output == (
         "llm_generator failed: the model declined: Ich kann keine Limericks schreiben."
     )
-    (_, call) = llm.calls[1]
-    assert call.schema is not None and call.schema["required"] == ["status", "text"]
 
 
 async def writer_given(instruction: str, question: str, text: str) -> Any:
