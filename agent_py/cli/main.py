@@ -238,7 +238,7 @@ def add_eval_command(commands: Any) -> None:
         "--split",
         choices=["tuning", "held-out", "all"],
         default="tuning",
-        help="tuning (tasks.json, by --tier), held-out (heldout.json: user-phrased tasks never "
+        help="tuning (tasks.json, by --tier), held-out (heldout-v2.json: the sealed split, never "
         "used for tuning) or all; each split is scored apart",
     )
     evaluate.add_argument(

@@ -1,10 +1,13 @@
 """The reply of the calls that write text (the writer, ``llm_generator``, and the answer call):
-the text itself, or the reply format's ``<cannot>`` tag and why, when the model cannot do what
-it was asked.
+the text itself, or the ``<cannot>`` tag and why, when the model says it cannot do what it was
+asked.
 
-A refusal is that tag, a status of the reply format, not a phrase: "I'm sorry, I can't" was
-read from English words and missed every other language. The text stays free (no JSON around
-it): a small model writing inside a JSON string did not know where to stop."""
+A refusal is read from that tag, never from a phrase: "I'm sorry, I can't" was read from
+English words and missed every other language. The prompts do not offer the tag (the 0.5B
+model copied it onto right answers, "<cannot> thank you!"); a task that needs what the writer
+lacks is declined by the plan (its ``needs``, the ``decline`` tool) or the rethink's status.
+The text stays free (no JSON around it): a small model writing inside a JSON string did not
+know where to stop."""
 
 from __future__ import annotations
 

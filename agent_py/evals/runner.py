@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent_py.cli.mcp_servers import report_servers
 from agent_py.cli.terminal import PageAgent, SetupError
 from agent_py.core.events import Event
 from agent_py.evals.reference_servers import (
@@ -195,6 +196,10 @@ def run_suite(
                     report = SuiteReport(engine=kind, model=model)
                     print(f"engine: {page.engine['label']}", file=out, flush=True)
                 print(f"servers: {', '.join(servers)} ({len(group)} tasks)", file=out, flush=True)
+                if extra and number == 0:  # the user's servers, as run --mcp shows them
+                    unusable = report_servers(page, extra, out, sys.stderr)
+                    if unusable:
+                        raise SetupError(f"the MCP server {', '.join(unusable)} cannot be used")
                 for task in group:
                     task_report = _run_task(task, page, engine, artifacts, task_timeout_s)
                     report.reports.append(task_report)

@@ -35,7 +35,7 @@ from tests.support import CONTINUE, EchoTool, SleepTool, make_agent, of_type, pl
 INSTRUCTION_ENDS = {
     CallPurpose.PLAN: "Task: ",
     CallPurpose.RETHINK: "<status>failed</status> followed by <final>why</final>",
-    CallPurpose.ANSWER: "when they do not hold the answer, reply <cannot> and why.",
+    CallPurpose.ANSWER: "Use the\nresults only.",
     CallPurpose.ARGUMENTS: "Reply with the JSON arguments object only.",
 }
 

@@ -135,3 +135,20 @@ def test_a_wrong_answer_fails_its_task_and_the_exit_code_says_so(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL js-multiply" in done.stdout and "no 42 in the answer" in done.stdout
     assert done.stdout.splitlines()[-1] == "0 passed, 1 failed"
+
+
+def test_eval_adds_the_users_own_servers_and_shows_them(vendored: Path, tmp_path: Path) -> None:
+    """``eval --mcp NAME=URL``: the server joins the suite's page and is printed as the MCP
+    panel shows it, before the tasks run."""
+    from agent_py.evals.runner import atlas_server
+
+    with atlas_server(tmp_path / "calc.log") as url:
+        done = run_eval(tmp_path / "run", "--engine", "scripted", "--only", "mcp-add",
+                        "--profile", "small", "--mcp", f"calc={url}")  # fmt: skip
+
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    shown = next(line for line in lines if line.startswith("MCP server calc: MCP "))
+    assert "calc__add" in shown
+    assert lines.index(shown) < next(i for i, line in enumerate(lines) if line.startswith("PASS"))
+    assert lines[-1] == "1 passed, 0 failed"
