@@ -5,12 +5,10 @@ string literals are structure, the same in every language; a piece the task quot
 
 from __future__ import annotations
 
-import re
-
 from agent_py.core.answer_checks import question_data
 from agent_py.core.checks.base import Check, Seen, Stage
+from agent_py.core.checks.code_literals import string_literals
 
-_STRING_LITERAL = re.compile(r"""'((?:[^'\\\n]|\\.)*)'|"((?:[^"\\\n]|\\.)*)"|`((?:[^`\\]|\\.)*)`""")
 MIN_PIECE_CHARS = 3
 
 
@@ -18,10 +16,7 @@ def pieces_of_quoted(code: str, question: str) -> list[tuple[str, str]]:
     """(literal, quoted text) pairs where a string literal of ``code`` is a proper piece of a
     text ``question`` quotes, and no literal of the code holds that text whole."""
     quoted, _ = question_data(question)
-    literals = [
-        next(part for part in m.groups() if part is not None)
-        for m in _STRING_LITERAL.finditer(code)
-    ]
+    literals = string_literals(code)
     found = []
     for text in quoted:
         if any(text in literal for literal in literals):

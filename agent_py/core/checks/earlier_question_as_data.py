@@ -9,9 +9,8 @@ import re
 from collections.abc import Iterable
 
 from agent_py.core.checks.base import Check, Seen, Stage
+from agent_py.core.checks.code_literals import string_literals
 
-# A string literal as code writes one: 'text', "text", `text`.
-_STRING_LITERAL = re.compile(r"""'((?:[^'\\\n]|\\.)*)'|"((?:[^"\\\n]|\\.)*)"|`((?:[^`\\]|\\.)*)`""")
 _WORD = re.compile(r"\w+", re.UNICODE)
 QUESTION_MIN_WORDS = 3  # a literal this long or longer that is a whole question
 
@@ -25,8 +24,7 @@ def question_as_data(code: str, questions: Iterable[str]) -> str | None:
     ``code`` is, word for word apart from case and punctuation, when it has at least
     ``QUESTION_MIN_WORDS`` words; else None."""
     asked = {_words_only(q): q for q in questions if len(_WORD.findall(q)) >= QUESTION_MIN_WORDS}
-    for match in _STRING_LITERAL.finditer(code):
-        value = next(part for part in match.groups() if part is not None)
+    for value in string_literals(code):
         question = asked.get(_words_only(value))
         if question is not None:
             return question
