@@ -20,7 +20,7 @@ from agent_py.core.answer_checks import (
 )
 from agent_py.core.checks import Seen, Stage, checks_at
 from agent_py.core.checks.answer_kind import wrong_kind
-from agent_py.core.checks.months_from_one import months_counted_from_one
+from agent_py.core.checks.months_from_one import dates_from_numbers, months_counted_from_one
 from agent_py.core.checks.needs_a_tool import run as needs_a_tool
 from agent_py.core.decline import Decline
 from agent_py.core.events import FailureCause
@@ -375,6 +375,21 @@ def test_a_month_counted_from_one_is_the_tasks_month_number(
     code: str, question: str, wrong: list[str]
 ) -> None:
     assert [w for w, _ in months_counted_from_one(code, question)] == wrong
+
+
+@pytest.mark.parametrize(
+    ("code", "question", "built"),
+    [
+        ("new Date(2025, 2, 3)", "What weekday is March 3, 2025?", ["new Date(2025, 2, 3)"]),
+        ("Date.UTC(2025, 2, 3)", "Quel jour était le 3 mars 2025 ?", ["Date.UTC(2025, 2, 3)"]),
+        ("new Date('2025-03-03')", "What weekday is March 3, 2025?", []),  # text: from 1
+        ("new Date(2025, 2, 3)", "What weekday is 2025-03-03?", []),  # compared in digits
+    ],
+)
+def test_a_date_from_numbers_is_refused_where_the_task_gives_its_dates_in_words(
+    code: str, question: str, built: list[str]
+) -> None:
+    assert dates_from_numbers(code, question) == built
 
 
 async def test_a_long_list_of_data_left_out_is_named_in_short() -> None:

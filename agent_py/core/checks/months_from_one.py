@@ -1,7 +1,10 @@
 """JavaScript Dates that count the task's months from 1: ``new Date(2025, 3, 3)`` for the
 task's 2025-03-03 is April 3, since JavaScript counts months from 0, and every day count from
 it is a month off. The task's dates are read in digits only (2025-03-03, 2025/03/03,
-2025.03.03), the same in every language."""
+2025.03.03), the same in every language. A task that writes its dates in words ("March 3,
+2025", "3 mars 2025") cannot be compared with the code: there, a Date built from numbers is
+refused too, for the date as text (``new Date('2025-03-03')``), whose month counts from 1 as
+people count it."""
 
 from __future__ import annotations
 
@@ -32,11 +35,29 @@ def months_counted_from_one(code: str, question: str) -> list[tuple[str, str]]:
     return found
 
 
+def dates_from_numbers(code: str, question: str) -> list[str]:
+    """The Dates of ``code`` built from numbers (year, month from 0, day) when ``question``
+    writes no date in digits to compare them with."""
+    if question_dates(question):
+        return []
+    return [
+        f"{m.group(1)}({m.group(2)}, {m.group(3)}, {m.group(4)})" for m in _JS_DATE.finditer(code)
+    ]
+
+
 def run(seen: Seen) -> str | None:
     tool, arguments = seen.tool, seen.arguments
     if tool is None or tool.code_language != "JavaScript" or arguments is None:
         return None
-    wrong = months_counted_from_one(str(arguments.get("code", "")), seen.question)
+    code = str(arguments.get("code", ""))
+    built = dates_from_numbers(code, seen.question)
+    if built:
+        return (
+            f"{tool.name} was not run: {', '.join(built)} counts its month from 0 (January "
+            "is 0), so a date the task gives in words is easily a month off: write each date "
+            "as text, new Date('YYYY-MM-DD'), with the month counted from 1"
+        )
+    wrong = months_counted_from_one(code, seen.question)
     if not wrong:
         return None
     return (
