@@ -231,7 +231,7 @@ class StepAction:
         is its parameter's description (``checks.description_as_value``)."""
         problem = validate_arguments(self.tool.input_schema, arguments)
         if problem is None and isinstance(arguments, dict):
-            problem = described_not_given(self.tool.input_schema, arguments)
+            problem = described_not_given(self.tool.input_schema, arguments, self.tool.description)
         return problem
 
     async def think(

@@ -75,6 +75,16 @@ def test_the_table_names_each_check_once_with_its_stage() -> None:
         assert check.catches and (check.switch is None or hasattr(FULL.strategy, check.switch))
 
 
+def test_the_tools_own_description_is_no_value_either() -> None:
+    """Seen (the 0.5B model): the capital tool's input was 'The capital city of a country in
+    the atlas.', its own description."""
+    schema = {"type": "object", "properties": {"country": {"type": "string"}}}
+    described = "The capital city of a country in the atlas."
+    reason = described_not_given(schema, {"country": described}, described)
+    assert reason is not None and "is the tool's description" in reason
+    assert described_not_given(schema, {"country": "Sylvania"}, described) is None
+
+
 @pytest.mark.parametrize(
     ("value", "refused"),
     [

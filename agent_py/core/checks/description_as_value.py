@@ -20,31 +20,41 @@ def _plain(text: str) -> str:
     return _SPACE.sub(" ", text).strip().casefold()
 
 
-def described_not_given(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
+def _copied(value: str, description: str) -> bool:
+    given, described = _plain(value), _plain(description)
+    return bool(described) and (
+        given == described
+        or (len(given) >= MIN_COPIED_SHARE * len(described) and given in described)
+    )
+
+
+def described_not_given(
+    schema: Mapping[str, Any], arguments: Mapping[str, Any], tool_description: str = ""
+) -> str | None:
     """The first property of ``arguments`` whose string value is its description in
-    ``schema`` (whole, or a copied piece of it), as the reason; else None."""
+    ``schema``, or the tool's own ``tool_description`` (whole, or a copied piece of it), as
+    the reason; else None."""
     properties = schema.get("properties") or {}
     for name, value in arguments.items():
         spec = properties.get(name)
         if not isinstance(value, str) or not isinstance(spec, dict):
             continue
-        description = _plain(str(spec.get("description") or ""))
-        given = _plain(value)
-        if description and (
-            given == description
-            or (len(given) >= MIN_COPIED_SHARE * len(description) and given in description)
+        for whose, description in (
+            ("the parameter's", str(spec.get("description") or "")),
+            ("the tool's", tool_description),
         ):
-            return (
-                f"the value of {name} is the parameter's description ({value[:80]!r}), "
-                f"not a value: fill in {name} from the task"
-            )
+            if _copied(value, description):
+                return (
+                    f"the value of {name} is {whose} description ({value[:80]!r}), not a "
+                    f"value: fill in {name} from the task"
+                )
     return None
 
 
 def run(seen: Seen) -> str | None:
     if seen.tool is None or seen.arguments is None:
         return None
-    return described_not_given(seen.tool.input_schema, seen.arguments)
+    return described_not_given(seen.tool.input_schema, seen.arguments, seen.tool.description)
 
 
 CHECK = Check(
