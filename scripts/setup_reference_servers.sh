@@ -12,8 +12,10 @@ root=.artifacts/mcp-reference
 echo "MCP reference servers and mcp-proxy: $root (pins in scripts/reference_servers/)"
 version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 if [ "$version" != "3.11" ]; then
-  echo "the reference servers' pins are for CPython 3.11, not $version: set PYTHON=python3.11" >&2
-  exit 1
+  # Only the suite's server tasks and tests/mcp need them: the rest of set-up goes on.
+  echo "skipped: the reference servers' pins are for CPython 3.11, not $version (set" \
+    "PYTHON=python3.11 for the suite's server tasks and their tests)" >&2
+  exit 0
 fi
 for kind in servers proxy; do
   requirements=scripts/reference_servers/$kind.txt
