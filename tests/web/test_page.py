@@ -108,7 +108,7 @@ def test_scripted_run_renders_plan_statuses_thinking_and_a_safe_markdown_answer(
     assert "TEST MODE" in page.locator("#test-banner").inner_text()
     hostile = (
         "**Forty-two**\n\n- first\n- second\n\n<script>window.__pwned = 1</script>"
-        '<img src="x" onerror="window.__pwned = 2">'
+        '<img src="x" onerror="window.__pwned = 42">'
     )
     run_task(
         page,
@@ -187,7 +187,8 @@ def test_the_page_api_gives_its_drivers_states_and_each_run_as_a_promise_of_its_
             "rethink": done("42"),
         },
     )
-    page.evaluate("() => { window.__run = window.agentApp.run('answer'); }")
+    # (The task holds the writer's 42: a number no code or task gave would be made up.)
+    page.evaluate("() => { window.__run = window.agentApp.run('Say 42.'); }")
     page.wait_for_selector('[data-step="s1"][data-status="running"]')
     assert page.evaluate("window.agentApp.finished(0)") == {"done": False}
     result = page.evaluate("window.__run")
@@ -225,7 +226,7 @@ def test_a_stop_the_wedged_agent_cannot_honour_restarts_it_and_the_next_run_work
     page.wait_for_function("document.body.dataset.status === 'ready'", timeout=120_000)
     run_task(
         page,
-        "answer",
+        "Say 42.",
         {
             "plan": plan([step("s1", "llm_generator", {"prompt": "say 42"})]),
             "generate": "42",
