@@ -220,11 +220,12 @@ def _by_servers(tasks: list[EvalTask]) -> dict[tuple[str, ...], list[EvalTask]]:
 
 def _fixtures(tasks: list[EvalTask], artifacts: Path, running: ExitStack) -> dict[str, str]:
     """The placeholders' values: the pages served (``site``) and the repository made
-    (``repo``), for the tasks that use them; one of each a run."""
+    (``repo``), for the tasks that use them; one of each a run, the pages of every task file
+    served together."""
     values: dict[str, str] = {}
     sites = {_key(t, "site") for t in tasks if "site" in t.placeholders()}
     if sites:
-        pages = json.loads(_only(sites, "site"))
+        pages = all_pages([json.loads(site) for site in sorted(sites)])
         log = artifacts / "site-server.log"
         values["site"] = running.enter_context(site_server(pages, log=log))
     repos = {_key(t, "repo") for t in tasks if "repo" in t.placeholders()}
@@ -239,6 +240,17 @@ def _fixtures(tasks: list[EvalTask], artifacts: Path, running: ExitStack) -> dic
 def _key(task: EvalTask, name: str) -> str:
     """The task's fixture ``name`` as JSON: tasks whose fixtures are equal share one."""
     return json.dumps(task.fixtures.model_dump(mode="json")[name], sort_keys=True)
+
+
+def all_pages(sites: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pages of every task file's ``site``, served together: a path two files give
+    different pages is a setup error."""
+    pages: dict[str, Any] = {}
+    for site in sites:
+        for path, page in site.items():
+            if pages.setdefault(path, page) != page:
+                raise SetupError(f"two task files give different pages at {path!r}")
+    return pages
 
 
 def _only(found: set[str], name: str) -> str:

@@ -12,7 +12,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent_py.evals.runner import SUITE_SERVERS, SuiteReport, TaskReport
+from agent_py.cli.terminal import SetupError
+from agent_py.evals.runner import SUITE_SERVERS, SuiteReport, TaskReport, all_pages
 from agent_py.evals.suite import (
     HELD_OUT_FILE,
     EvalTask,
@@ -106,8 +107,17 @@ def test_the_held_out_split_is_v2_sealed_and_apart_from_the_tuning_split() -> No
 
 def test_the_first_held_out_split_joined_the_tuning_split_at_its_end() -> None:
     tuning = load_tasks(tier=Tier.FULL)
-    assert [t.id for t in tuning[-len(FIRST_HELD_OUT) :]] == FIRST_HELD_OUT
-    assert all(t.tier is Tier.FULL for t in tuning[-len(FIRST_HELD_OUT) :])
+    ids = [t.id for t in tuning]
+    start = ids.index(FIRST_HELD_OUT[0])
+    assert ids[start : start + len(FIRST_HELD_OUT)] == FIRST_HELD_OUT
+    assert all(t.tier is Tier.FULL for t in tuning[start:])
+    # After it, tuning tasks of the held-out split v2's kinds, on the suite's own pages.
+    later = tuning[start + len(FIRST_HELD_OUT) :]
+    assert {"language", "word-problem", "impossible", "real-server", "pasted-data"} <= {
+        t.kind for t in later
+    }
+    assert {"time", "fetch"} <= {name for t in later for name in t.servers}
+    assert all("site" not in t.placeholders() or t.fixtures.site for t in later)
     assert not (HELD_OUT_FILE.parent / "heldout.json").exists()
     # Both splits together, and a split's tasks by id.
     held_out = load_suite(Split.HELD_OUT)
@@ -397,3 +407,12 @@ def test_the_clock_check_allows_the_whole_run_and_says_the_time_it_wanted() -> N
 def test_a_clock_zone_must_be_an_iana_zone() -> None:
     with pytest.raises(ValueError, match="no time zone named 'Mars/Olympus'"):
         Expect(clock="Mars/Olympus")
+
+
+def test_the_pages_of_every_task_file_are_served_together_and_may_not_clash() -> None:
+    menu = {"type": "text/html", "body": "<p>soup 4.50</p>"}
+    notice = {"type": "text/html", "body": "<p>closed</p>"}
+    together = all_pages([{"/menu.html": menu}, {"/notice.html": notice, "/menu.html": menu}])
+    assert together == {"/menu.html": menu, "/notice.html": notice}
+    with pytest.raises(SetupError, match=r"different pages at '/menu\.html'"):
+        all_pages([{"/menu.html": menu}, {"/menu.html": notice}])
