@@ -4,6 +4,7 @@ rest, in any language, through the agent where a run shows it. Scripted model, r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -168,6 +169,17 @@ def test_a_text_answer_is_not_held_to_its_numbers() -> None:
     seen = Seen(question="Write a story.", answer="In 1850, 3 sailors left.", kind=AnswerKind.TEXT)
     assert made_up_numbers(seen) is None
     assert made_up_numbers(Seen(question="Write a story.", answer="In 1850, 3 sailors left."))
+
+
+def test_a_date_answer_may_write_a_month_or_an_hour_as_its_number() -> None:
+    """A page's "27 December" answered in Chinese is 12月27日; 14:00 is 2 PM."""
+    page = ("It reopens on 27 December at 14:00.",)
+    asked = "图书馆哪天重新开放？"
+    dated = Seen(question=asked, answer="12月27日下午2点", kind=AnswerKind.DATE_TIME)
+    assert made_up_numbers(replace(dated, results=tuple(ToolResult(p) for p in page))) is None
+    number = replace(dated, answer="12 books", kind=AnswerKind.NUMBER, results=dated.results)
+    assert made_up_numbers(number) is not None  # a count is not a calendar's part
+    assert made_up_numbers(replace(dated, answer="12月28日")) is not None  # nor is another day
 
 
 async def test_a_writer_that_stands_in_for_a_failed_fetch_is_not_the_answer() -> None:

@@ -2,7 +2,8 @@
 of code or of a remote tool. The writer (the model) stood in for data it did not have ("The
 price of the product is $100" after a fetch failed) or did arithmetic in prose; digits are
 the same in every language, so this holds whatever the user writes. Answers the plan
-declared as text (a poem, a story) may hold numbers of their own and are not checked."""
+declared as text (a poem, a story) may hold numbers of their own and are not checked; in an
+answer declared a date or time, a month's or a 12-hour clock's number is the data's own form."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from agent_py.core.plan import AnswerKind
 _NUMBER = re.compile(r"(?<![A-Za-z\d.,])\d+(?:[.,]\d+)*(?![A-Za-z\d]|[.,]\d)")
 _LIST_MARKER = re.compile(r"^\s*\d+[.)]\s", re.MULTILINE)
 SMALL = {0.0, 1.0}  # "one of them", "0 left": prose, never data worth inventing
+# In a date or a time of day, 1 to 12 are a month ("27 December" written 12月27日) or an hour
+# of a 12-hour clock (14:00 as 2 PM): the same data, in the form the user's language writes.
+CALENDAR = {float(n) for n in range(1, 13)}
 
 
 def _readings(written: str) -> set[tuple[float, int]]:
@@ -43,9 +47,9 @@ def _held(value: float, decimals: int, known: set[float]) -> bool:
     )
 
 
-def made_up(answer: str, sources: list[str]) -> list[str]:
-    """The numbers of ``answer`` that no text of ``sources`` holds, in order."""
-    known = set().union(*(number_values(text) for text in sources)) if sources else set()
+def made_up(answer: str, sources: list[str], also: frozenset[float] = frozenset()) -> list[str]:
+    """The numbers of ``answer`` that no text of ``sources`` holds (nor ``also``), in order."""
+    known = set().union(also, *(number_values(text) for text in sources))
     text = _LIST_MARKER.sub(" ", answer)
     invented = []
     for match in _NUMBER.finditer(text):
@@ -62,7 +66,8 @@ def run(seen: Seen) -> str | None:
         return None
     sources = [seen.question, *seen.asked, *(r.reference_text() for r in seen.results)]
     sources += [r.content for r in seen.results]
-    invented = made_up(seen.answer, sources)
+    also = frozenset(CALENDAR) if seen.kind is AnswerKind.DATE_TIME else frozenset()
+    invented = made_up(seen.answer, sources, also)
     if not invented:
         return None
     return (
