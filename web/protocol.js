@@ -72,7 +72,8 @@ export const toWorker = Object.freeze({
 // --- agent worker -> UI thread -------------------------------------------------------------------
 export const ToUI = Object.freeze({
   PROGRESS: "progress", // {what: "pyodide" | "packages" | "model" | "prefill", progress: 0..1, text}
-  READY: "ready", // {engine: {name, label, usable, reason, context_window}, gpu, timings, settings}
+  READY: "ready", // {engine: {name, label, usable, reason, context_window, threads?}, gpu, timings, settings}
+  // (threads: the CPU engine's {used, automatic, most, cores, isolated}, engines/cpu-threads.js)
   SETTINGS: "settings", // {settings}: in effect after a configure
   WARMED: "warmed", // {ms}: after "ready", what the first task imports is in
   PREPARED: "prepared", // {report: {prefilled, prompt_tokens, ms, skipped?, error?, state?,

@@ -3,9 +3,9 @@ bundled models, in headless Chromium.
 
 No GPU here: this is the engine the page falls back to. One harness page
 (web/dev/cpu_engine_harness.html) serves the module, from our loopback server with COOP/COEP so
-llama.cpp gets two threads. Gemma 3 270M is loaded first (by id); the SmolLM2 tests come
-last, so the module switches models once. The models decode a few tokens per second on two
-cores, so every reply budget is small and every schema tightly bounded. Assertions are about
+llama.cpp gets threads (two on two cores). Gemma 3 270M is loaded first (by id); the SmolLM2
+tests come last, so the module switches models once. The models decode a few tokens per second
+on two cores, so every reply budget is small and every schema tightly bounded. Assertions are about
 structure (valid JSON, schema, streaming, counts, templates), and wording only where the
 instruct model answers a one-word question. Waits end on events (tests/web/cpu_harness.py).
 """
@@ -34,8 +34,9 @@ from tests.web.cpu_harness import INSTRUCT_MODEL, MODEL, CPUHarness, open_harnes
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-# The engine's default is two threads on a cross-origin isolated page. On a machine whose
-# cores are busy with other work, two threads that wait for each other are several times
+# The engine's default on a cross-origin isolated page is the reported cores less one, two on
+# two cores (web/worker/engines/cpu-threads.js, tests/web/test_cpu_threads.py). On a machine
+# whose cores are busy with other work, threads that wait for each other are several times
 # slower than one: AGENT_PY_CPU_THREADS=1 runs this module on one thread.
 THREADS = int(os.environ.get("AGENT_PY_CPU_THREADS", "0")) or None
 
@@ -52,11 +53,12 @@ def _json_reply(reply: dict[str, Any]) -> Any:
     return json.loads(reply["text"])
 
 
-def test_loads_the_model_with_two_threads_when_cross_origin_isolated(cpu: CPUHarness) -> None:
+def test_loads_the_model_with_threads_when_cross_origin_isolated(cpu: CPUHarness) -> None:
     info = cpu.call("() => cpu.info()")
-    assert (info["isolated"], info["defaultThreads"], info["usable"]) == (True, 2, True)
+    assert (info["isolated"], info["usable"]) == (True, True)
+    assert info["defaultThreads"] > 1 or info["hardwareConcurrency"] == 1
     loaded = cpu.call("model => cpu.reload(model)", MODEL)
-    assert (loaded["loadedModel"], loaded["threads"]) == (MODEL, THREADS or 2)
+    assert (loaded["loadedModel"], loaded["threads"]) == (MODEL, THREADS or info["defaultThreads"])
     assert loaded["template"]["source"] == "builtin"
     progress = cpu.call("() => cpu.progress")
     assert progress[-1]["progress"] == 1
@@ -667,13 +669,14 @@ def test_nothing_is_requested_from_other_origins(cpu: CPUHarness) -> None:
 
 def test_the_build_without_relaxed_simd_answers_the_same(browser: Any, base_url: str) -> None:
     """The pthread build for browsers without relaxed SIMD (asked for by name here, since
-    Chromium has it) loads, runs two threads and gives the relaxed build's greedy answer: the
+    Chromium has it) loads, runs its threads and gives the relaxed build's greedy answer: the
     two kernels compute the same integers (scripts/cpu_engine/kernel_check.sh)."""
     answers = {}
     for build in ("threads", "relaxed"):
         with open_harness(browser, base_url, seed=7, build=build) as harness:
+            automatic = harness.call("() => cpu.info()")["defaultThreads"]
             loaded = harness.call("model => cpu.reload(model)", INSTRUCT_MODEL)
-            assert loaded["threads"] == (THREADS or 2)
+            assert loaded["threads"] == (THREADS or automatic)
             answers[build] = harness.capital_of_france()
             fetched = {urlsplit(u).path for u in harness.urls if u.endswith(".wasm")}
             wasm = "agent-llama.wasm" if build == "threads" else "agent-llama-rs.wasm"

@@ -148,6 +148,7 @@ function onReady({ engine, timings, settings: info }) {
   window.agentApp.timings = timings;
   window.agentApp.engine = engine;
   settingsPanel.show(info);
+  settingsPanel.showThreads(engine.threads);
   showBooted(engine, timings);
   setStatus(engine.usable ? "Ready" : "Ready, but no model can run here");
   controls.setRunning(false);

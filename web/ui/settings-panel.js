@@ -63,6 +63,20 @@ export class SettingsPanel {
       console.warn("the CPU models could not be listed:", error));
   }
 
+  /** What the CPU engine does with its threads setting (the engine's `threads`, from "ready";
+   * absent: another engine runs). A setting above `most` is clamped by the engine. */
+  showThreads(threads) {
+    if (!threads) return;
+    const { automatic, most, cores, isolated } = threads;
+    const field = $("setting-cpu-threads");
+    field.placeholder = `automatic: ${automatic} of ${cores} cores`;
+    field.max = String(most);
+    const left = automatic < cores ? " (one is left for the page and the agent)" : "";
+    $("cpu-threads-hint").textContent = isolated
+      ? `0 is automatic: ${automatic} of the ${cores} cores this browser reports${left}; at most ${most}.`
+      : "This page is not cross-origin isolated (no COOP/COEP headers): the CPU engine runs on one thread.";
+  }
+
   #formValue(field) {
     if (field.type === "checkbox") return field.checked;
     if (field.type === "number") return field.value === "" ? this.info.defaults[field.name] : Number(field.value);

@@ -39,7 +39,7 @@ export async function createCpuEngine(gpu, settings, chosenForLackOfGpu, post) {
   const cpuInfo = cpuEngineInfo();
   const cpu = new CpuEngine({
     contextWindow: settings.context_window,
-    threads: settings.cpu_threads || undefined, // 0: the engine's choice
+    threads: settings.cpu_threads, // 0: automatic (cpu-threads.js)
     seed: settings.cpu_seed, // Python's defaults (agent_py/page/settings.py)
     temperature: settings.cpu_temperature,
     onProgress: ({ progress, text }) => post(toUI.progress("model", progress, text)),
@@ -53,6 +53,8 @@ export async function createCpuEngine(gpu, settings, chosenForLackOfGpu, post) {
       label: cpu.label,
       usable: cpuInfo.usable,
       reason: cpuInfo.usable ? [why, cpuInfo.note].filter(Boolean).join(" ") : cpuInfo.reason,
+      // What Settings shows of the threads: those used, those a setting of 0 gives, the most.
+      threads: { used: cpu.options.threads, automatic: cpuInfo.defaultThreads, most: cpuInfo.mostThreads, cores: cpuInfo.hardwareConcurrency, isolated: cpuInfo.isolated },
     },
   };
 }

@@ -29,6 +29,7 @@ import { bundledUrl, fetchModel, mb } from "./cpu-model-store.js";
 import { buildId, readState, stateKeyFor, writeState } from "./cpu-state-store.js";
 import { chatTemplateFor, readGgufHeader, unknownTemplate } from "./cpu-gguf.js";
 import { boundedSchema } from "./cpu-schema.js";
+import { cpuThreads } from "./cpu-threads.js";
 import CATALOG from "../../models.json" with { type: "json" };
 
 // The bundled models (web/models.json, which scripts/fetch_model.py fetches and checks). Which
@@ -38,7 +39,6 @@ export const BUNDLED_CPU_MODELS = CATALOG.models.map((model) => model.id);
 // llama.cpp's batch: a long prompt reports progress every 256 tokens, and 256 prefilled the
 // planner's prompt faster than larger batches (scripts/cpu_engine/README.md).
 const PROMPT_BATCH = 256;
-const MAX_THREADS = 16; // the size of the build's thread pool
 const PAGE_ROOT = new URL("../../", import.meta.url).href;
 
 // llama.cpp's sampling parameters (llama-server's names).
@@ -48,15 +48,18 @@ const SAMPLING_KEYS = [
   "dry_penalty_last_n", "seed",
 ];
 
-/** What the CPU engine can use here: threads need SharedArrayBuffer (cross-origin isolation). */
+/** What the CPU engine can use here: threads need SharedArrayBuffer (cross-origin isolation).
+ * `defaultThreads` is the threads it runs without a setting, `mostThreads` the most it runs. */
 export function cpuEngineInfo() {
   const isolated = !!self.crossOriginIsolated;
   const usable = typeof WebAssembly === "object" && typeof Worker === "function";
+  const { automatic, most } = cpuThreads(navigator.hardwareConcurrency, isolated);
   return {
     isolated,
     sharedArrayBuffer: typeof SharedArrayBuffer === "function",
     hardwareConcurrency: navigator.hardwareConcurrency || 1,
-    defaultThreads: isolated ? 2 : 1,
+    defaultThreads: automatic,
+    mostThreads: most,
     usable,
     reason: usable ? "" : "This browser lacks WebAssembly workers, which the CPU engine needs. Use a recent Chrome or Edge.",
     note: isolated
@@ -74,7 +77,8 @@ export class CpuEngine {
    * `build` names the engine build to run (cpu-worker.js); left out, the worker picks the
    * fastest this browser can run. `dot` names the relaxed build's dot product form (benches);
    * left out, the faster for this CPU. `promptBatch` is llama.cpp's batch for prompts (tests;
-   * left out, PROMPT_BATCH): the answers do not depend on it.
+   * left out, PROMPT_BATCH): the answers do not depend on it. `threads` is the user's setting
+   * (cpu-threads.js: 0 or left out, automatic; above the pool's size, clamped).
    */
   constructor(options = {}) {
     const info = cpuEngineInfo();
@@ -82,7 +86,7 @@ export class CpuEngine {
       throw new TypeError(`contextWindow (the context_window setting) must be a whole number, got ${options.contextWindow}`);
     }
     this.options = {
-      threads: info.isolated ? Math.min(options.threads || info.defaultThreads, MAX_THREADS) : 1,
+      threads: cpuThreads(navigator.hardwareConcurrency, info.isolated, options.threads).threads,
       contextWindow: options.contextWindow,
       seed: options.seed,
       temperature: options.temperature,
@@ -107,8 +111,7 @@ export class CpuEngine {
     // what the cache holds now, as text: the last prompt and its reply ("" when unknown).
     this.pinned = null;
     this.cachedText = "";
-    const threads = this.options.threads === 1 ? "1 thread" : `${this.options.threads} threads`;
-    this.label = `CPU engine (llama.cpp in WebAssembly, ${threads})`;
+    this.label = labelFor(this.options.threads);
   }
 
   /** Threads llama.cpp really uses; null when nothing is loaded. */
@@ -201,7 +204,8 @@ export class CpuEngine {
     this.loadedUrl = url;
     this.template = template;
     this.counts.reloads += 1;
-    const threads = this.threads === 1 ? "1 thread" : `${this.threads} threads`;
+    this.label = labelFor(this.threads); // what llama.cpp runs (its pool may hold fewer)
+    const threads = threadsText(this.threads);
     const note = this.storage?.kept === false && this.storage.why ? `; not kept in this browser: ${this.storage.why}` : "";
     progress(1, `${model} loaded (${threads}${note})`);
   }
@@ -402,6 +406,9 @@ export class CpuEngine {
     this.detach().terminate();
   }
 }
+
+const threadsText = (threads) => (threads === 1 ? "1 thread" : `${threads} threads`);
+const labelFor = (threads) => `CPU engine (llama.cpp in WebAssembly, ${threadsText(threads)})`;
 
 // Put the prefilled state back only for a gain of this much prompt text (about 100 tokens).
 const PIN_MIN_GAIN_CHARS = 400;
