@@ -25,7 +25,8 @@ for kind in servers proxy; do
   fi
   rm -rf "$venv"
   "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --require-hashes --no-deps --only-binary=:all: \
+  "$python" scripts/setup_phase.py "installing $venv from $requirements (pip)" --about "30 s" -- \
+    "$venv/bin/python" -m pip install -q --require-hashes --no-deps --only-binary=:all: \
     -r "$requirements"
   "$venv/bin/python" -m pip check >/dev/null
   cp "$requirements" "$venv/installed.txt"  # the stamp: what this venv was made from

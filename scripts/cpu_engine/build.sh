@@ -81,12 +81,12 @@ mkdir -p "$DEST"
 tmp=$(mktemp -d "$DEST/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-# link VARIANT NAME [FLAGS...]: llama.cpp's libraries of that variant (wasm_llama_libs) and
-# agent_llama.cpp into $tmp/NAME.js and NAME.wasm; leaves LINKED_ID (a hash of the two) and
-# LINKED_FLAGS set.
+# link VARIANT NAME ABOUT [FLAGS...]: llama.cpp's libraries of that variant (wasm_llama_libs) and
+# agent_llama.cpp into $tmp/NAME.js and NAME.wasm, which takes about ABOUT on two cores (binaryen's
+# -O3 is most of it); leaves LINKED_ID (a hash of the two) and LINKED_FLAGS set.
 link() {
-  local variant=$1 name=$2
-  shift 2
+  local variant=$1 name=$2 about=$3
+  shift 3
   wasm_llama_libs "$variant"
   local link_flags=("${common_link_flags[@]}" "$@")
   # shellcheck disable=SC2086 # the flag lists are word lists
@@ -94,17 +94,18 @@ link() {
   "${WASM_EMENV[@]}" em++ $WASM_CXXFLAGS -std=c++17 $LLAMA_INCLUDES -I"$LLAMA_SRC/common" -I"$LLAMA_SRC/src" \
     -I"$LLAMA_SRC/vendor" -c "$SOURCE" -o "$tmp/$name.o"
   # shellcheck disable=SC2086
-  "${WASM_EMENV[@]}" em++ $WASM_CXXFLAGS $WASM_LINK_FLAGS "$tmp/$name.o" $LLAMA_SCHEMA_LIB $LLAMA_LIBS \
+  phase "linking $name.wasm, the $variant build" --about "$about" -- \
+    "${WASM_EMENV[@]}" em++ $WASM_CXXFLAGS $WASM_LINK_FLAGS "$tmp/$name.o" $LLAMA_SCHEMA_LIB $LLAMA_LIBS \
     "${link_flags[@]}" -o "$tmp/$name.js"
   LINKED_ID=$(cat "$tmp/$name.wasm" "$tmp/$name.js" | sha256sum | cut -c1-16)
   LINKED_FLAGS="$WASM_CXXFLAGS${WASM_LINK_FLAGS:+ $WASM_LINK_FLAGS} ${link_flags[*]}"
 }
 
-link threads agent-llama "${thread_link_flags[@]}"
+link threads agent-llama "3 min" "${thread_link_flags[@]}"
 export BUILD_ID=$LINKED_ID FLAGS=$LINKED_FLAGS
-link single agent-llama-st
+link single agent-llama-st "3 min"
 export BUILD_ID_SINGLE_THREAD=$LINKED_ID FLAGS_SINGLE_THREAD=$LINKED_FLAGS
-link relaxed agent-llama-rs "${thread_link_flags[@]}"
+link relaxed agent-llama-rs "15 s" "${thread_link_flags[@]}"
 export BUILD_ID_RELAXED_SIMD=$LINKED_ID FLAGS_RELAXED_SIMD=$LINKED_FLAGS
 EMCC_VERSION=$(emcc --version | head -1) CLANG_RELAXED_SIMD=$(clang-19 --version | head -1) python3 -c '
 import json, os

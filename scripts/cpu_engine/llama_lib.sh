@@ -35,6 +35,10 @@ LLAMA_SCHEMA_SOURCES="json-schema-to-grammar json-schema json trie unicode commo
 
 export NODE_PATH=/usr/share/nodejs # emcc's JS optimizer needs Debian's acorn
 
+# phase WHAT --about TIME [--objects DIR --of N] [--log FILE] -- COMMAND...: runs COMMAND saying
+# what it does, at least every 30 s (scripts/setup_phase.py).
+phase() { python3 scripts/setup_phase.py "$@"; }
+
 # wasm_llama_debian "COMMANDS" "PACKAGES" "WHAT": installs Debian's PACKAGES (as root) when one
 # of COMMANDS is missing; otherwise says what to run.
 wasm_llama_debian() {
@@ -45,9 +49,8 @@ wasm_llama_debian() {
     echo "$missing is missing: run 'sudo apt-get install -y $2' ($3) once, then try again." >&2
     exit 1
   fi
-  apt-get update -qq
-  # shellcheck disable=SC2086 # a word list
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $2 >/dev/null
+  phase "installing $3 (apt: $2)" --about "30 s" -- sh -c \
+    "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $2 >/dev/null"
 }
 wasm_llama_emcc() { wasm_llama_debian emcc emscripten "Debian's emscripten 3.1.6"; }
 # clang and wasm-ld 19 for the relaxed variant (emscripten finds them by LLVM_ADD_VERSION).
@@ -61,7 +64,8 @@ wasm_llama_sources() {
   [ -f "$WASM_BUILD/src/.patched" ] && [ "$(cat "$WASM_BUILD/src/.patched")" = "$patched" ] && return
   mkdir -p "$WASM_BUILD"
   if [ ! -f "$WASM_BUILD/$LLAMA_SDIST" ]; then
-    .venv/bin/python -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==0.3.36" -d "$WASM_BUILD"
+    phase "downloading llama.cpp's sources (the $LLAMA_SDIST sdist, pip)" --about "1 min" -- \
+      .venv/bin/python -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==0.3.36" -d "$WASM_BUILD"
   fi
   echo "$LLAMA_SDIST_SHA256  $WASM_BUILD/$LLAMA_SDIST" | sha256sum -c --quiet
   rm -rf "$WASM_BUILD/src" "$WASM_BUILD/src.tmp"
@@ -128,8 +132,12 @@ wasm_llama_libs() {
   if [ ! -f "$lib/.built" ] || [ "$(cat "$lib/.built")" != "$stamp" ]; then
     rm -rf "$lib"
     local log=$lib-build.log
-    if ! { "${WASM_EMENV[@]}" emcmake cmake -S "$LLAMA_SRC" -B "$lib" "${cmake_args[@]}" \
-      && "${WASM_EMENV[@]}" cmake --build "$lib" -j"$(nproc)" --target llama ggml; } >"$log" 2>&1; then
+    # The objects `make llama` compiles (llama's targets include ggml's), for the heartbeat's
+    # "N of M files compiled"; counted after cmake wrote the makefiles.
+    if ! { "${WASM_EMENV[@]}" emcmake cmake -S "$LLAMA_SRC" -B "$lib" "${cmake_args[@]}" >"$log" 2>&1 \
+      && phase "compiling llama.cpp for WebAssembly, the $variant build" --about "4 min" --log "$log" \
+        --objects "$lib" --of "$(make -C "$lib" -n llama 2>/dev/null | grep -c '\.o -c ' || true)" -- \
+        "${WASM_EMENV[@]}" cmake --build "$lib" -j"$(nproc)" --target llama ggml; }; then
       tail -n 30 "$log" >&2
       echo "building llama.cpp for WebAssembly ($variant) failed: the whole log is in $log" >&2
       exit 1
@@ -141,12 +149,14 @@ wasm_llama_libs() {
     rm -rf "$lib/schema"
     mkdir -p "$lib/schema"
     local objects=() name
-    for name in $LLAMA_SCHEMA_SOURCES; do
-      # shellcheck disable=SC2086 # the flag lists are word lists
-      "${WASM_EMENV[@]}" em++ $WASM_CXXFLAGS -std=c++17 $LLAMA_INCLUDES -I"$LLAMA_SRC/common" \
-        -I"$LLAMA_SRC/vendor" -c "$LLAMA_SRC/common/$name.cpp" -o "$lib/schema/$name.o"
-      objects+=("$lib/schema/$name.o")
-    done
+    for name in $LLAMA_SCHEMA_SOURCES; do objects+=("$lib/schema/$name.o"); done
+    # One source after another, as xargs reads their names.
+    # shellcheck disable=SC2086 # the flag lists are word lists
+    printf '%s\n' $LLAMA_SCHEMA_SOURCES \
+      | phase "compiling llama.cpp's JSON-schema code, the $variant build" --about "30 s" \
+        --objects "$lib/schema" --of "${#objects[@]}" -- \
+        xargs -I{} "${WASM_EMENV[@]}" em++ $WASM_CXXFLAGS -std=c++17 $LLAMA_INCLUDES \
+        -I"$LLAMA_SRC/common" -I"$LLAMA_SRC/vendor" -c "$LLAMA_SRC/common/{}.cpp" -o "$lib/schema/{}.o"
     "${WASM_EMENV[@]}" emar rcs "$LLAMA_SCHEMA_LIB" "${objects[@]}"
     echo "$schema_stamp" >"$lib/schema/.built"
   fi
