@@ -56,6 +56,8 @@ def made_up(answer: str, sources: list[str], also: frozenset[float] = frozenset(
         readings = _readings(match.group())
         if any(value in SMALL for value, _ in readings):
             continue
+        if not readings and any(match.group() in source for source in sources):
+            continue  # no one number (an address, 127.0.0.1; a version, 2.4.1): as written
         if not any(_held(value, decimals, known) for value, decimals in readings):
             invented.append(match.group())
     return list(dict.fromkeys(invented))
