@@ -138,6 +138,7 @@ class _StepRun:
     memory: CallMemory
     outcome: StepOutcome
     follow_up: FollowUp
+    code_temperature: float | None = None
 
 
 class StepExecutor:
@@ -175,9 +176,11 @@ class StepExecutor:
         *,
         code_call: bool = False,
         follow_up: FollowUp = NOT_A_FOLLOW_UP,
+        code_temperature: float | None = None,
     ) -> StepOutcome:
         """Run ``step``; ``step_ids`` are the ids of every planned step, for references.
-        ``code_call``: a tool that takes code gets it from a code call (as ``fenced_code``).
+        ``code_call``: a tool that takes code gets it from a code call (as ``fenced_code``),
+        sampled at ``code_temperature`` when one is given.
         ``follow_up``: in a follow-up, what the step knows of the turns before."""
         started = time.perf_counter()
         self.recorder.emit(
@@ -192,7 +195,9 @@ class StepExecutor:
         try:
             if tool is None:
                 raise ToolError(self.registry.unknown_tool_message(step.tool_name))
-            run = _StepRun(tool, step, task, question, earlier, memory, outcome, follow_up)
+            run = _StepRun(
+                tool, step, task, question, earlier, memory, outcome, follow_up, code_temperature
+            )
             await self._call(run, step_ids, code_call)
         except AgentError as exc:  # the one way out of a failed step: its message
             outcome.result = ToolResult(str(exc), is_error=True)
@@ -269,7 +274,9 @@ class StepExecutor:
                 )
                 async with self.model.unit(ModelRole.EXECUTOR):
                     if write_code:
-                        arguments = await call.write_code(brief, results, step_ids)
+                        arguments = await call.write_code(
+                            brief, results, step_ids, run.code_temperature
+                        )
                     else:
                         arguments = await call.think(brief, results, step_ids, why_not or "")
                 outcome.thought = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from agent_py.core.agreement import computed_twice
 from agent_py.core.answer_checks import echoes_instructions, unusable_answer
 from agent_py.core.checks import Seen, Stage, first_refusal
 from agent_py.core.concurrency import run_together
@@ -40,8 +41,8 @@ from agent_py.core.rescues import (
     code_written_again,
     describe_failures,
     founded,
+    handed_over,
     says_yes_or_no,
-    single_step_answer,
 )
 from agent_py.core.review import PlanReviewer, ReviewPolicy, reviewed
 from agent_py.core.tool import ToolResult
@@ -57,6 +58,8 @@ class PlanRun:
     replans: int = 0
     plan_reply: str = ""
     """The model's reply that gave the first plan, as it wrote it (a later turn is shown it)."""
+    disagreed: bool = False
+    """Two computations of a last step disagreed (Strategy.compute_twice)."""
 
     def answer_kind(self) -> AnswerKind | None:
         """What the question wants back, as the latest plan that declared it says."""
@@ -196,6 +199,20 @@ class PlanAndRethink:
                 )
                 if not pending:
                     last = self._answer_checked(question, run, earlier, last, task, follow_up)
+            if self.strategy.compute_twice and not pending:
+                agreed = await computed_twice(
+                    self.executor,
+                    self.recorder,
+                    last,
+                    task,
+                    step_question,
+                    earlier,
+                    step_ids,
+                    follow_up,
+                    third_temperature=self.strategy.retry_temperature,
+                    always=run.disagreed,
+                )
+                last, run.disagreed = agreed.outcomes, run.disagreed or agreed.disagreed
             run.outcomes.extend(last)
             memory.remember(last)
             succeeded = all(o.ok for o in last)
@@ -261,7 +278,8 @@ class PlanAndRethink:
         if run.outcomes and len(failed) == len(run.outcomes):
             raise RunFailure("every step failed: " + describe_failures(failed))
         if final is None and self.strategy.answer_from_single_step:
-            final = single_step_answer(last)
+            remote = bool(last) and not self._own_tool(last[0].step.tool_name)
+            final = handed_over(last, run.answer_kind(), remote=remote)
         if final is None:
             async with self.model.unit(ModelRole.PLANNER):
                 final = await self.turns.answer(conversation, question, run.outcomes)

@@ -107,6 +107,10 @@ class Strategy(BaseModel):
     """Code tools refuse ``^`` before a number (``1^2 + 2^2``): it is XOR in JavaScript and
     Python, and a model that copies a user's "2^10" means a power. Off where a model writes
     XOR on purpose."""
+    compute_twice: bool = False
+    """The last task's one step, code from the plan that gave a number, is computed once more
+    from a code call before its number is the answer; numbers that differ fail the step
+    (``agreement.computed_twice``). One more model call for an answer that is computed."""
     decline: bool = False
     """The ``decline`` tool is offered: a plan that uses it ends the run failed with its
     reason, before anything runs (a task that needs the internet, live data, the user's
@@ -203,6 +207,7 @@ SMALL = TINY.model_copy(
                 "refuse_constant_text": True,
                 "chain_check": True,
                 "code_repair": True,
+                "compute_twice": True,
             }
         ),
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from agent_py.core.agreement import lone_number
 from agent_py.core.answer_checks import data_left_out, text_values
 from agent_py.core.checks.answer_kind import wrong_kind
 from agent_py.core.concurrency import run_together
@@ -207,6 +208,28 @@ def single_step_answer(outcomes: list[StepOutcome]) -> str | None:
     if len(outcomes) != 1 or not outcomes[0].ok:
         return None
     return outcomes[0].result.reference_text().strip() or None
+
+
+MATERIAL_CHARS = 300
+"""A remote tool's result longer than this (a page, a listing) is material to read, not an
+answer to hand over as it is."""
+
+
+def handed_over(
+    outcomes: list[StepOutcome], kind: AnswerKind | None, *, remote: bool
+) -> str | None:
+    """The last task's one result as the answer (Strategy.answer_from_single_step), or None
+    where the answer call must read it first: a result that is no lone number where the plan
+    declared a number (a page's text for "what does it cost?"), or a remote tool's result of
+    more than MATERIAL_CHARS (a fetched page handed over whole is no answer)."""
+    answer = single_step_answer(outcomes)
+    if answer is None:
+        return None
+    if kind is AnswerKind.NUMBER and lone_number(answer) is None:
+        return None
+    if remote and len(answer) > MATERIAL_CHARS:
+        return None
+    return answer
 
 
 def describe_failures(failed: list[StepOutcome], limit: int = 200) -> str:

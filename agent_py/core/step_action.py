@@ -301,9 +301,14 @@ class StepAction:
         return arguments
 
     async def write_code(
-        self, brief: StepBrief, results: Mapping[str, ToolResult], step_ids: Collection[str]
+        self,
+        brief: StepBrief,
+        results: Mapping[str, ToolResult],
+        step_ids: Collection[str],
+        temperature: float | None = None,
     ) -> dict[str, Any]:
-        """The tool's code from a plain-text call: one fenced block, read back out."""
+        """The tool's code from a plain-text call: one fenced block, read back out; sampled
+        at ``temperature`` when one is given."""
         main = main_input_property(self.tool.input_schema)
         language = self.tool.code_language
         if main is None or language is None:
@@ -332,7 +337,9 @@ class StepAction:
             },
         ]
         self._code_call = messages
-        return await self._code_reply(messages, main, language, results, step_ids)
+        return await self._code_reply(
+            messages, main, language, results, step_ids, self._sampled_at(temperature)
+        )
 
     async def repair_code(
         self,
@@ -352,10 +359,16 @@ class StepAction:
         messages.append(
             {"role": "user", "content": render("code_repair", error=error, fence=language.lower())}
         )
+        return await self._code_reply(
+            messages, main, language, results, step_ids, self._sampled_at(temperature)
+        )
+
+    def _sampled_at(self, temperature: float | None) -> Sampling | None:
+        """The model's sampling, at ``temperature`` when one is given."""
         sampling = self.ctx.model.sampling
         if temperature is not None:
             sampling = (sampling or Sampling()).model_copy(update={"temperature": temperature})
-        return await self._code_reply(messages, main, language, results, step_ids, sampling)
+        return sampling
 
     async def _code_reply(
         self,

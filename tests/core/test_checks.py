@@ -157,6 +157,8 @@ def test_grounded_arguments_takes_what_the_task_implies_and_refuses_what_it_does
         ("About 1 of them", ["anything"], []),  # 0 and 1 are prose
         ('{"time_difference": "-3.5h"}', ["any"], []),  # a unit's name: never part of it
         ("It took 3.5 h", ["any"], ["3.5"]),
+        ("Contents of http://127.0.0.1:8000/menu.html", ["Contents of 127.0.0.1:8000"], []),
+        ("Version 2.4.1 is out", ["the news"], ["2.4.1"]),
     ],
 )
 def test_made_up_numbers_are_those_no_source_holds(
@@ -198,6 +200,7 @@ async def test_a_writer_that_stands_in_for_a_failed_fetch_is_not_the_answer() ->
             "plan": lambda messages, call: next(plans),
             "generate": "The price of the product is $100.",
             "rethink": "<status>done</status><final>The price of the product is $100.</final>",
+            "answer": "The price is $100.",  # a sentence, where a number was declared
         }
     )
     from agent_py import LLMGenerator

@@ -80,6 +80,7 @@ async def test_a_follow_ups_own_step_calls_are_told_the_last_result_first() -> N
     config = AgentConfig(plan_shape=SMALL.plan_shape, strategy=SMALL.strategy)
     agent, _ = make_agent(ScriptedLLM(script), *default_tools(), EchoTool(), config=config)
     await agent.task(FIRST)
+    seen.clear()  # the first turn's own calls (its number computed twice)
     second = await agent.task(FOLLOW_UP)
 
     assert second.answer == "50"

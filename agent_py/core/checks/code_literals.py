@@ -14,3 +14,8 @@ def string_literals(code: str) -> list[str]:
         next(part for part in m.groups() if part is not None)
         for m in _STRING_LITERAL.finditer(code)
     ]
+
+
+def without_string_literals(code: str) -> str:
+    """``code`` with each string literal emptied (``''``): what is left is the code's own."""
+    return _STRING_LITERAL.sub("''", code)
