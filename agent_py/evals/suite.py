@@ -332,7 +332,25 @@ _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 _MARKERS: dict[str, set[str]] = {
     "en": {"the", "and", "is", "are", "of", "to", "in", "it", "with", "a", "on", "our"},
     "es": {"el", "la", "los", "las", "es", "y", "de", "en", "un", "una", "que", "nos", "su"},
-    "fr": {"le", "la", "les", "est", "et", "de", "un", "une", "des", "du", "nous", "en"},
+    "fr": {
+        "le",
+        "la",
+        "les",
+        "est",
+        "et",
+        "de",
+        "un",
+        "une",
+        "des",
+        "du",
+        "nous",
+        "en",
+        "je",
+        "vous",
+        "pour",
+        "votre",
+        "avec",
+    },
     "de": {"der", "die", "das", "ist", "und", "ein", "eine", "nicht", "mit", "uns", "den"},
 }
 

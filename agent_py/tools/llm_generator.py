@@ -41,7 +41,7 @@ class LLMGenerator(ToolBase):
         instruction = str(arguments["prompt"])
         messages: list[Message] = [
             {"role": "system", "content": system},
-            {"role": "user", "content": instruction},
+            {"role": "user", "content": _with_request(instruction, ctx.question)},
         ]
         options = CallOptions(tool=self.name, step=ctx.step_id)
         reply = await ctx.model.reply(messages, CallPurpose.GENERATE, options)
@@ -71,3 +71,11 @@ class LLMGenerator(ToolBase):
                 "not what to do with them"
             )
         return ToolResult(text)
+
+
+def _with_request(instruction: str, question: str | None) -> str:
+    """The step's instruction, with the user's request for its language: a plan written in
+    English for a task asked in Chinese otherwise gets its text in English."""
+    if not question or question.strip() == instruction.strip():
+        return instruction
+    return render("generator_user", instruction=instruction, question=question.strip())

@@ -181,11 +181,12 @@ def test_merging_keeps_steps_that_differ_and_is_off_in_the_full_profile() -> Non
 
 async def generated(planned: str, question: str, text: str) -> tuple[Any, Any, list[str]]:
     """A small-profile run of one llm_generator step planned with ``planned`` as its input,
-    the generator answering ``text``: the result, the events and the prompts it was given."""
+    the generator answering ``text``: the result, the events and the instructions it was
+    given (without the user's request that follows them, for the language)."""
     prompts: list[str] = []
 
     def generate(messages: list[Message], call: CallInfo) -> str:
-        prompts.append(messages[-1]["content"])
+        prompts.append(messages[-1]["content"].split("\n\n(Write in the language")[0])
         return text
 
     llm = ScriptedLLM.replaying(
@@ -300,6 +301,33 @@ async def test_a_generation_that_starts_over_until_its_budget_keeps_the_first_pa
         assert result.answer == answer
         progress = of_type(sink.events, EventType.STEP_PROGRESS)
         assert len(progress) == (1 if reply.finish_reason == "length" else 0)
+
+
+async def test_the_writer_is_told_the_users_request_for_its_language() -> None:
+    """Seen (the 0.5B model): asked in Chinese for a sentence about spring, the plan told the
+    writer "Write a short sentence about spring.", and the answer came in English."""
+    seen: list[str] = []
+
+    def generate(messages: list[Message], call: CallInfo) -> str:
+        seen.append(messages[-1]["content"])
+        return "春天来了，花开了。"
+
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [input_step("s1", "llm_generator", "Write a short sentence about spring.")]
+            ),
+            "generate": generate,
+        }
+    )
+    agent, _ = make_agent(llm, config=TINY_CONFIG)
+
+    result = await agent.task("写一句关于春天的短句。")
+
+    assert result.answer == "春天来了，花开了。"
+    assert seen[0].startswith("Write a short sentence about spring.")
+    assert "in the language of the user's request" in seen[0]
+    assert seen[0].rstrip().endswith('"写一句关于春天的短句。")')
 
 
 async def test_a_generation_of_one_phrase_over_and_over_fails_its_step() -> None:
