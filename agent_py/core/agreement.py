@@ -102,13 +102,19 @@ async def computed_twice(
     code = "\n".join(str(v) for v in (first.arguments or {}).values())
     if value is None or (operations(code) < 2 and not always):
         return Agreement(outcomes)
-    recorder.emit(
-        EventType.REFLECTION,
+
+    def note(text: str) -> None:
+        recorder.emit(
+            EventType.REFLECTION,
+            text,
+            task=task.task_id,
+            status=RethinkStatus.CONTINUE.value,
+            skipped=True,
+        )
+
+    note(
         f"step {first.step.step_id} computed {_shown(first)}: computing it once more, from "
-        "code written afresh, before it is the answer",
-        task=task.task_id,
-        status=RethinkStatus.CONTINUE.value,
-        skipped=True,
+        "code written afresh, before it is the answer"
     )
 
     async def again(temperature: float | None) -> tuple[StepOutcome, float | None]:
@@ -129,13 +135,9 @@ async def computed_twice(
     second, other = await again(None)
     if other is None or same_number(value, other):
         return Agreement(outcomes)
-    recorder.emit(
-        EventType.REFLECTION,
+    note(
         f"the plan's code gave {_shown(first)}, code written afresh {_shown(second)}: a third "
-        "computation decides",
-        task=task.task_id,
-        status=RethinkStatus.CONTINUE.value,
-        skipped=True,
+        "computation decides"
     )
     third, decider = await again(third_temperature)
     if decider is not None and same_number(decider, value):
