@@ -82,6 +82,7 @@ const SHELL_FILES = [
   "worker/engines/cpu-rpc.js",
   "worker/engines/cpu-schema.js",
   "worker/engines/cpu-state-store.js",
+  "worker/engines/cpu-threads.js",
   "worker/engines/cpu-worker.js",
   "worker/engines/errors.js",
   "worker/engines/gpu.js",
