@@ -58,6 +58,9 @@ class EventType(StrEnum):
     # (meta.given: {step id: the input given})
     PLAN_TEXT_WHOLE = "plan_text_whole"
     PLAN_RENAMED = "plan_renamed"  # a new plan's reused step ids were renamed (meta.renamed)
+    # steps of a task declared "compute" that the writer was to do go to a code tool
+    # (meta.moved: {step id: the code tool})
+    PLAN_TO_CODE = "plan_to_code"
     STEP_STARTED = "step_started"
     STEP_THINKING = "step_thinking"  # the step asks the model for its arguments
     STEP_PROGRESS = "step_progress"

@@ -248,9 +248,10 @@ class StepExecutor:
         call = StepAction(tool, ctx, timeout_s=limit or self.tool_timeout_s, examples=self.examples)
         arguments, why_not = call.literal_arguments(step.arguments, results, step_ids, step.input)
         # A code call writes the code afresh: on fenced_code for a step the plan gave no
-        # arguments, or when asked (code_call), also over the plan's code that failed.
+        # arguments, for a step the plan gave no code at all, or when asked (code_call),
+        # also over the plan's code that failed.
         write_code = tool.code_language is not None and (
-            code_call or (self.fenced_code and not step.arguments)
+            code_call or (not step.arguments and (self.fenced_code or not step.input))
         )
         if write_code:
             arguments, why_not = None, f"{tool.name} gets its code from a code call"

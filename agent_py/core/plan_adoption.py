@@ -1,7 +1,8 @@
 """What happens to a plan the model (or the user) gave before it runs: a declining step ends
 the run; inputs that looped to their length bound are cut; inputs that copied the request
-up to that bound get it whole; repeated steps are merged (when the strategy says so); step
-ids an earlier plan used are renamed. Each change is an event."""
+up to that bound get it whole; the writer's steps in a task declared to compute go to a code
+tool; repeated steps are merged (when the strategy says so); step ids an earlier plan used
+are renamed. Each change is an event."""
 
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ from agent_py.core.events import EventType
 from agent_py.core.execution import CallMemory
 from agent_py.core.history import EventRecorder
 from agent_py.core.plan import (
+    Needs,
     PlanSchema,
     PlanShape,
+    StepSchema,
     cut_runaway_inputs,
     give_copied_text_whole,
     merge_duplicate_steps,
     rename_reused_ids,
 )
+from agent_py.core.step_action import looks_like_code
 
 
 def adopt(
@@ -33,11 +37,13 @@ def adopt(
     takes_code: Callable[[str], bool],
     own_tool: Callable[[str], bool],
     recorder: EventRecorder,
+    code_tool_for: Callable[[StepSchema], str | None] = lambda step: None,
 ) -> PlanSchema:
     """``plan`` as it will run, added to the run's ``plans`` (which it follows); raises
     TaskDeclined when a step declines the task, or a check of the plan stage refuses it (a
     task that needs a look-up or an action, planned with only the agent's own tools,
-    ``own_tool``)."""
+    ``own_tool``). ``code_tool_for(step)``: the code tool that computes what ``step`` was
+    to compute with a tool that only writes, or None (see :func:`computed_by_code`)."""
     declined = decline_reason(plan, own_tool, question)
     if declined is not None:
         plans.append(plan)
@@ -57,6 +63,14 @@ def adopt(
             f"gave the request's text whole to steps whose input copied it up to the "
             f"{plan_shape.max_input_chars}-character bound: {', '.join(given)}",
             given=given,
+        )
+    plan, moved = computed_by_code(plan, code_tool_for)
+    if moved:
+        recorder.emit(
+            EventType.PLAN_TO_CODE,
+            "steps of tasks declared to compute go to code, not the writer: "
+            + ", ".join(f"{step} to {tool}" for step, tool in moved.items()),
+            moved=moved,
         )
     if merge_duplicates:
         plan, merged = merge_duplicate_steps(plan)
@@ -91,3 +105,37 @@ def decline_reason(plan: PlanSchema, own_tool: Callable[[str], bool], question: 
             return declined_because(str(reason or step.step_goal))
     refused = first_refusal(Stage.PLAN, None, Seen(question=question, plan=plan, own_tool=own_tool))
     return declined_because(refused) if refused is not None else None
+
+
+def computed_by_code(
+    plan: PlanSchema, code_tool_for: Callable[[StepSchema], str | None]
+) -> tuple[PlanSchema, dict[str, str]]:
+    """``plan`` with each step of a task the model declared ``compute`` moved to the code tool
+    ``code_tool_for`` names for it, and ``{step id: code tool}``.
+
+    The writer guesses a count or a sum ("The sentence has 14 words" for seven); the plan
+    even wrote the code as the writer's input. A step's input that is code stays its code;
+    any other input goes (the writer's prompt is no program), and the step gets its code
+    from a code call."""
+    moved: dict[str, str] = {}
+    tasks = []
+    for task in plan.tasks:
+        steps = []
+        for step in task.steps:
+            tool = code_tool_for(step) if task.needs is Needs.COMPUTE else None
+            if tool is not None:
+                moved[step.step_id] = tool
+                text = _main_text(step)
+                code = text if text and looks_like_code(text) else None
+                step = step.model_copy(update={"tool_name": tool, "input": code, "arguments": None})
+            steps.append(step)
+        tasks.append(task.model_copy(update={"steps": steps}))
+    return (plan.model_copy(update={"tasks": tasks}), moved) if moved else (plan, {})
+
+
+def _main_text(step: StepSchema) -> str | None:
+    """The step's input, or the one text of its arguments."""
+    if step.input is not None:
+        return step.input
+    texts = [value for value in (step.arguments or {}).values() if isinstance(value, str)]
+    return texts[0] if len(texts) == 1 else None

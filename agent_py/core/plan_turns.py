@@ -117,7 +117,13 @@ class PlanTurns:
         """Our instructions besides the system prompt, which an answer might repeat."""
         return [
             render(name)
-            for name in ("rethink_user", "answer_user", "generator_system", "arguments_system")
+            for name in (
+                "rethink_user",
+                "answer_system",
+                "answer_user",
+                "generator_system",
+                "arguments_system",
+            )
         ]
 
     def _system_message(self, focus: set[str], content: str | None = None) -> Message:
@@ -231,6 +237,11 @@ class PlanTurns:
     async def answer(
         self, conversation: list[Message], question: str, outcomes: list[StepOutcome]
     ) -> str:
+        """The answer from ``outcomes``: the plan conversation's next turn, or with
+        ``answer_apart`` a conversation of its own (``question`` then holds what a follow-up
+        builds on)."""
+        if self.strategy.answer_apart:
+            conversation = [{"role": "system", "content": render("answer_system")}]
         conversation.append(
             self._with_results(
                 conversation, CallPurpose.ANSWER, "answer_user", outcomes, question=question

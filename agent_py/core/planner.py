@@ -27,6 +27,7 @@ from agent_py.core.plan import (
     AnswerKind,
     PlanSchema,
     PlanShape,
+    StepSchema,
     TaskSchema,
     declarations_optional,
 )
@@ -45,6 +46,7 @@ from agent_py.core.rescues import (
     says_yes_or_no,
 )
 from agent_py.core.review import PlanReviewer, ReviewPolicy, reviewed
+from agent_py.core.step_action import looks_like_python
 from agent_py.core.tool import ToolResult
 
 
@@ -119,6 +121,17 @@ class PlanAndRethink:
         not a remote server's, which may act in the world."""
         tool = self.registry.get(tool_name)
         return tool is not None and not tool.remote
+
+    def _code_tool_for(self, step: StepSchema) -> str | None:
+        """The code tool for a step of a task declared to compute that was given to a tool
+        that only writes (the agent's own, asking the model, taking no code), or None: the
+        Python tool for Python code, else the JavaScript one (or any code tool here)."""
+        tool = self.registry.get(step.tool_name)
+        if tool is None or tool.remote or not tool.uses_model or tool.code_language is not None:
+            return None
+        code_tools = {t.code_language.lower(): t.name for t in self.registry if t.code_language}
+        language = "python" if looks_like_python(step.input or "") else "javascript"
+        return code_tools.get(language) or next(iter(code_tools.values()), None)
 
     def plan_schema(self) -> dict[str, object]:
         return self.turns.plan_schema()
@@ -282,7 +295,10 @@ class PlanAndRethink:
             final = handed_over(last, run.answer_kind(), remote=remote)
         if final is None:
             async with self.model.unit(ModelRole.PLANNER):
-                final = await self.turns.answer(conversation, question, run.outcomes)
+                # Apart from the plan conversation, a follow-up's answer still sees what
+                # the question builds on.
+                asked = step_question if self.strategy.answer_apart else question
+                final = await self.turns.answer(conversation, asked, run.outcomes)
         problem = unusable_answer(final, [system, *self.turns.instructions()], question)
         if problem is None:
             problem = self._answer_refused(final, question, run, earlier_turns)
@@ -495,6 +511,7 @@ class PlanAndRethink:
             takes_code=self._takes_code,
             own_tool=self._own_tool,
             recorder=self.recorder,
+            code_tool_for=self._code_tool_for,
         )
         self.turns.focus_on(run.plans, conversation)
         return plan

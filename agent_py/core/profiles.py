@@ -111,6 +111,10 @@ class Strategy(BaseModel):
     """The last task's one step, code from the plan that gave a number, is computed once more
     from a code call before its number is the answer; numbers that differ fail the step
     (``agreement.computed_twice``). One more model call for an answer that is computed."""
+    answer_apart: bool = False
+    """The answer call is a conversation of its own (``answer_system``, the task and the
+    results), not the plan conversation's next turn: after the planner's prompt and its plan,
+    the 0.5B model answered every answer call of a tuning run with a plan again."""
     decline: bool = False
     """The ``decline`` tool is offered: a plan that uses it ends the run failed with its
     reason, before anything runs (a task that needs the internet, live data, the user's
@@ -176,6 +180,7 @@ TINY = ModelProfile(
         retry_temperature=0.8,
         code_call_after_failure=True,
         answer_from_single_step=True,
+        answer_apart=True,
         data_check=True,
         compact_json=True,
     ),

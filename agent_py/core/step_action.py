@@ -45,6 +45,15 @@ def looks_like_code(text: str) -> bool:
     return bool(_CODE_STATEMENT.fullmatch(text))
 
 
+_PYTHON_STATEMENT = re.compile(r"\s*(?:def\s|import\s|from\s+[\w.]+\s+import\s|print\()")
+
+
+def looks_like_python(text: str) -> bool:
+    """Whether ``text`` opens as Python rather than JavaScript (``def``, ``import``,
+    ``print(``)."""
+    return bool(_PYTHON_STATEMENT.match(text))
+
+
 def fenced_block(reply: str) -> str:
     """The first fenced code block of a reply (to the end when it is not closed), or the
     whole reply when it has none."""

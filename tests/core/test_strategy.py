@@ -42,6 +42,8 @@ from agent_py.core.profiles import FULL, SMALL, TINY, Strategy, profile_for
 from agent_py.core.registry import ToolRegistry
 from agent_py.page.settings import PageSettings
 from agent_py.tools.node_runner import NodeRunner
+from agent_py.tools.python import PythonExecutor
+from agent_py.tools.python_runner import SubprocessPyRunner
 
 # The small strategy without its code call after failed code, for tests of the corrected plan.
 REPLAN = TINY.strategy.model_copy(update={"code_call_after_failure": False})
@@ -957,3 +959,118 @@ async def test_a_small_model_is_told_which_tools_match_the_task() -> None:
     agent, _ = make_agent(llm, *atlas_tools(), config=plain)
     await agent.task("What is the capital of Zubrowka?")
     assert llm.calls[0][0][-1]["content"] == "Task: What is the capital of Zubrowka?"
+
+
+async def test_the_answer_apart_is_a_conversation_of_its_own_that_still_sees_the_last_turn() -> (
+    None
+):
+    # After the planner's prompt and its plan, the 0.5B model answered with a plan again;
+    # apart, the answer call sees the task, the results and (a follow-up) the last answer.
+    plans = iter(
+        [
+            plan_reply([input_step("s1", "javascript_execute", "return 25 * 4;")]),
+            plan_reply(
+                [
+                    input_step("s1", "javascript_execute", "return 100 / 2;"),
+                    input_step("s2", "javascript_execute", "return 100 - 50;"),
+                ]
+            ),
+        ]
+    )
+    llm = ScriptedLLM(
+        lambda messages, call: next(plans) if call.purpose == "plan" else "Half of it is 50."
+    )
+    config = AgentConfig(strategy=SMALL.strategy, budgets=SMALL.budgets)
+    agent, _ = make_agent(llm, config=config)
+
+    assert (await agent.task("What's 25 times 4?")).answer == "100"
+    second = await agent.task("And half of that?")
+
+    assert second.answer == "Half of it is 50."
+    [(messages, _)] = [(m, c) for m, c in llm.calls if c.purpose == "answer"]
+    assert messages[0]["content"].startswith("You give a user the answer to their task")
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert "<plan>" not in messages[1]["content"] and "And half of that?" in messages[1]["content"]
+    assert "(The last result: 100)" in messages[1]["content"]
+    assert "result: 50" in messages[1]["content"]
+
+
+async def test_without_the_answer_apart_the_answer_is_the_plan_conversations_next_turn() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [
+                    input_step("s1", "javascript_execute", "return 2 - 1;"),
+                    input_step("s2", "javascript_execute", "return 1 + 1;"),
+                ]
+            ),
+            "answer": "1 and 2",
+        }
+    )
+    strategy = SMALL.strategy.model_copy(update={"answer_apart": False})
+    agent, _ = make_agent(llm, config=AgentConfig(strategy=strategy))
+
+    assert (await agent.task("one and two")).answer == "1 and 2"
+    [(messages, _)] = [(m, c) for m, c in llm.calls if c.purpose == "answer"]
+    assert messages[0]["role"] == "system" and "<plan>" in messages[0]["content"]
+    assert any(m["role"] == "assistant" for m in messages)
+
+
+async def test_a_task_declared_to_compute_runs_the_writers_code_as_code() -> None:
+    code = "return 'Small models can still do useful work'.split(' ').length;"
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([input_step("s1", "llm_generator", code)], needs="compute")}
+    )
+    agent, sink = make_agent(llm, config=TINY_CONFIG)
+
+    result = await agent.task("How many words are in 'Small models can still do useful work'?")
+
+    assert result.answer == "7"
+    assert [s.tool for s in result.steps] == ["javascript_execute"]
+    assert calls_for(llm, "generate") == 0
+    [moved] = of_type(sink.events, EventType.PLAN_TO_CODE)
+    assert moved.meta["moved"] == {"s1": "javascript_execute"}
+
+
+async def test_a_computation_the_writer_was_to_guess_gets_its_code_from_a_code_call() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [input_step("s1", "llm_generator", "250 g for 4 people is 100 g for 10")],
+                needs="compute",
+            ),
+            "arguments": "```javascript\nreturn 250 / 4 * 10;\n```",
+        }
+    )
+    agent, _ = make_agent(llm, config=TINY_CONFIG)
+
+    result = await agent.task("250 g of flour feed 4 people. How much for 10 people?")
+
+    assert result.answer == "625"
+    assert [s.tool for s in result.steps] == ["javascript_execute"]
+    assert calls_for(llm, "generate") == 0
+
+
+@pytest.mark.parametrize(
+    ("needs", "text", "tool", "answer"),
+    [
+        ("write", "Write a greeting.", "llm_generator", "Hello!"),
+        ("compute", "print(len('abc'))", "python_execute", "3"),
+    ],
+)
+async def test_writing_stays_with_the_writer_and_python_code_goes_to_python(
+    needs: str, text: str, tool: str, answer: str
+) -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([input_step("s1", "llm_generator", text)], needs=needs),
+            "generate": "Hello!",
+        }
+    )
+    tools = [*default_tools(), PythonExecutor(SubprocessPyRunner(), timeout_s=10)]
+    agent, _ = make_agent(llm, *tools, config=TINY_CONFIG)
+
+    result = await agent.task("a task")
+
+    assert [s.tool for s in result.steps] == [tool]
+    assert result.answer == answer
