@@ -139,6 +139,8 @@ class _StepRun:
     outcome: StepOutcome
     follow_up: FollowUp
     code_temperature: float | None = None
+    failed_before: str = ""
+    """Why an earlier run of this step failed, for its code call."""
 
 
 class StepExecutor:
@@ -177,10 +179,12 @@ class StepExecutor:
         code_call: bool = False,
         follow_up: FollowUp = NOT_A_FOLLOW_UP,
         code_temperature: float | None = None,
+        failed_before: str = "",
     ) -> StepOutcome:
         """Run ``step``; ``step_ids`` are the ids of every planned step, for references.
         ``code_call``: a tool that takes code gets it from a code call (as ``fenced_code``),
-        sampled at ``code_temperature`` when one is given.
+        sampled at ``code_temperature`` when one is given, and told ``failed_before``: why
+        an earlier run of the step failed.
         ``follow_up``: in a follow-up, what the step knows of the turns before."""
         started = time.perf_counter()
         self.recorder.emit(
@@ -196,7 +200,16 @@ class StepExecutor:
             if tool is None:
                 raise ToolError(self.registry.unknown_tool_message(step.tool_name))
             run = _StepRun(
-                tool, step, task, question, earlier, memory, outcome, follow_up, code_temperature
+                tool,
+                step,
+                task,
+                question,
+                earlier,
+                memory,
+                outcome,
+                follow_up,
+                code_temperature,
+                failed_before,
             )
             await self._call(run, step_ids, code_call)
         except AgentError as exc:  # the one way out of a failed step: its message
@@ -272,6 +285,7 @@ class StepExecutor:
                     planned_arguments=step.arguments,
                     results_digest=self._digest_for_arguments(earlier),
                     planned_input=step.input,
+                    failed_before=run.failed_before,
                 )
                 async with self.model.unit(ModelRole.EXECUTOR):
                     if write_code:

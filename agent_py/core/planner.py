@@ -290,6 +290,11 @@ class PlanAndRethink:
         )
         if run.outcomes and len(failed) == len(run.outcomes):
             raise RunFailure("every step failed: " + describe_failures(failed))
+        last_failed = [o for o in last if not o.ok]
+        if final is None and last_failed:
+            # An answer from the earlier tasks' results would leave out the last task's part
+            # ("the capital is Lutz" for the letters of its name).
+            raise RunFailure("the last task failed: " + describe_failures(last_failed))
         if final is None and self.strategy.answer_from_single_step:
             remote = bool(last) and not self._own_tool(last[0].step.tool_name)
             final = handed_over(last, run.answer_kind(), remote=remote)

@@ -180,6 +180,10 @@ def failed_dependency(step_ids: list[str]) -> ToolError:
     return ToolError(f"skipped: depends on {' and '.join(step_ids)}, which failed")
 
 
+FAILURE_CHARS = 400
+"""Of why an earlier run failed, what a code call is told (an error's first lines)."""
+
+
 @dataclass(frozen=True)
 class StepBrief:
     """What the model is told about the step whose arguments it fills in."""
@@ -192,6 +196,8 @@ class StepBrief:
     planned_arguments: dict[str, Any] | None
     results_digest: str
     planned_input: str | None = None
+    failed_before: str = ""
+    """Why an earlier run of the step failed (its code call is told)."""
 
 
 class StepAction:
@@ -342,7 +348,10 @@ class StepAction:
                     results=f"Results so far:\n{brief.results_digest}"
                     if brief.results_digest
                     else "",
-                ),
+                    failed=render("code_failed_before", error=brief.failed_before[:FAILURE_CHARS])
+                    if brief.failed_before
+                    else "",
+                ).strip(),
             },
         ]
         self._code_call = messages

@@ -666,6 +666,9 @@ async def test_failed_code_from_the_plan_is_written_again_in_a_code_call_before_
     assert result.state is AgentState.COMPLETED and result.answer == "56"
     assert result.stats.model_calls == {"plan": 1, "arguments": 1}  # no corrected plan
     assert codes[0].startswith("Use JavaScript to find the largest")  # a fresh framing
+    # that knows why the plan's code failed, not the code itself
+    assert "An earlier attempt at this step failed: " in codes[0]
+    assert "max is not defined" in codes[0] and "return max(17, 56)" not in codes[0]
     failed = of_type(sink.events, EventType.STEP_FAILED)
     assert [e.step for e in failed] == ["s1"] and "max is not defined" in failed[0].content
     note = of_type(sink.events, EventType.REFLECTION)[0]
@@ -988,7 +991,7 @@ async def test_the_answer_apart_is_a_conversation_of_its_own_that_still_sees_the
 
     assert second.answer == "Half of it is 50."
     [(messages, _)] = [(m, c) for m, c in llm.calls if c.purpose == "answer"]
-    assert messages[0]["content"].startswith("You give a user the answer to their task")
+    assert messages[0]["content"].startswith("You answer a user's task from the results")
     assert [m["role"] for m in messages] == ["system", "user"]
     assert "<plan>" not in messages[1]["content"] and "And half of that?" in messages[1]["content"]
     assert "(The last result: 100)" in messages[1]["content"]
@@ -1074,3 +1077,28 @@ async def test_writing_stays_with_the_writer_and_python_code_goes_to_python(
 
     assert [s.tool for s in result.steps] == [tool]
     assert result.answer == answer
+
+
+async def test_a_run_whose_last_task_failed_ends_failed_not_with_the_earlier_results() -> None:
+    # Seen: the capital found, its letters never counted, and "The capital is Lutz." reported
+    # done. The answer call is not asked to make do with the earlier tasks' results.
+    plan = plan_reply(
+        [input_step("s1", "javascript_execute", "return 'Lutz';")],
+        [input_step("s2", "javascript_execute", "return count(name);")],
+    )
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan,
+            "arguments": "```javascript\nreturn count(name);\n```",
+            "answer": "The capital is Lutz.",
+        }
+    )
+    strategy = TINY.strategy.model_copy(update={"refuse_constant_text": False})
+    agent, _ = make_agent(llm, config=AgentConfig(plan_shape=TINY.plan_shape, strategy=strategy))
+
+    result = await agent.task("Find the capital, then count the letters of its name.")
+
+    assert result.state is AgentState.FAILED
+    assert result.error.startswith("the last task failed: ")
+    assert "count is not defined" in result.error
+    assert calls_for(llm, "answer") == 0

@@ -522,3 +522,36 @@ async def test_without_the_chain_check_the_last_result_is_the_answer() -> None:
     result = await agent.task(QUESTION)
 
     assert result.state is AgentState.COMPLETED and result.answer == "FREEDONIA"
+
+
+async def test_an_earlier_step_that_found_nothing_is_nothing_left_out() -> None:
+    """Seen: s1's filter gave [], s2 sorted the list again, and [1, 2, 3] was refused for
+    leaving out s1's "finding"."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [
+                    {
+                        "step_id": "s1",
+                        "step_goal": "dedupe",
+                        "tool_name": "javascript_execute",
+                        "input": "return [3, 1].filter((n) => n !== n);",
+                    }
+                ],
+                [
+                    {
+                        "step_id": "s2",
+                        "step_goal": "sort",
+                        "tool_name": "javascript_execute",
+                        "input": "return [...new Set([3, 1, 3, 2])].sort((a, b) => a - b);",
+                    }
+                ],
+            )
+        }
+    )
+    agent, sink = make_agent(llm, config=SMALL_CONFIG)
+
+    result = await agent.task("Remove the duplicates from 3, 1, 3, 2 and sort them.")
+
+    assert result.state is AgentState.COMPLETED and result.answer == "[1, 2, 3]"
+    assert not of_type(sink.events, EventType.STEP_FAILED)
