@@ -5,7 +5,8 @@ subtracted where minutes were asked, a rate applied twice), and a wrong number h
 the answer is the worst outcome. Before the last task's result becomes the answer, its step is
 computed once more, from a code call that frames the step afresh (the step's goal and the
 task, code in a block of its own rather than a line inside the plan's JSON): two different
-draws that reach the same number are the answer; where they differ, a third draw decides,
+draws that reach the same number (or the same yes or no, a boolean) are the answer; where
+they differ, a third draw decides,
 and where it agrees with neither the step fails with the numbers, and the corrected plan (or
 the run's failure) follows, so that none is reported as done. Numbers are compared as
 numbers, in any language: nothing here reads words.
@@ -54,6 +55,23 @@ def lone_number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+_BOOLEAN = {"true": True, "false": False}
+
+
+def lone_value(text: str) -> float | bool | None:
+    """The number or the boolean (``true``, ``False``) ``text`` is, where it is one and
+    nothing else, else None."""
+    boolean = _BOOLEAN.get(text.strip().strip("\"'").lower())
+    return boolean if boolean is not None else lone_number(text)
+
+
+def same_value(a: float | bool, b: float | bool) -> bool:
+    """Equal as computed values: booleans as booleans, numbers as :func:`same_number`."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return same_number(a, b)
+
+
 def same_number(a: float, b: float) -> bool:
     """Equal as computed numbers: a float's last digits (0.1 + 0.2) and a rounding to cents
     of the same value agree; different values do not."""
@@ -87,7 +105,8 @@ async def computed_twice(
     always: bool = False,
 ) -> Agreement:
     """The last task's ``outcomes``; where it is one successful step whose code came from the
-    plan, does more than one operation (or ``always``) and gives a number, that step is run
+    plan, does more than one operation (or ``always``) and gives a number, or gives a boolean
+    however short its code, that step is run
     again with its code from a code call (one operation, ``6 * 7``, is what the plan's checks
     already read). The same number: the first outcome stands. Another number: a third code
     call, sampled at ``third_temperature``, decides; a number it shares with one of the two is
@@ -98,9 +117,11 @@ async def computed_twice(
     first = outcomes[0]
     if not first.ok or not executor.code_from_plan(first):
         return Agreement(outcomes)
-    value = lone_number(first.result.reference_text())
+    value = lone_value(first.result.reference_text())
     code = "\n".join(str(v) for v in (first.arguments or {}).values())
-    if value is None or (operations(code) < 2 and not always):
+    # A yes or no is computed again however short its code: ``221 % 1 === 0`` is one
+    # operation and no test of a prime.
+    if value is None or (operations(code) < 2 and not always and not isinstance(value, bool)):
         return Agreement(outcomes)
 
     def note(text: str) -> None:
@@ -117,7 +138,7 @@ async def computed_twice(
         "code written afresh, before it is the answer"
     )
 
-    async def again(temperature: float | None) -> tuple[StepOutcome, float | None]:
+    async def again(temperature: float | None) -> tuple[StepOutcome, float | bool | None]:
         # A fresh memory: the same call once more is the point here, not a repeated re-plan.
         outcome = await executor.run(
             first.step,
@@ -130,19 +151,19 @@ async def computed_twice(
             follow_up=follow_up,
             code_temperature=temperature,
         )
-        return outcome, lone_number(outcome.result.reference_text()) if outcome.ok else None
+        return outcome, lone_value(outcome.result.reference_text()) if outcome.ok else None
 
     second, other = await again(None)
-    if other is None or same_number(value, other):
+    if other is None or same_value(value, other):
         return Agreement(outcomes)
     note(
         f"the plan's code gave {_shown(first)}, code written afresh {_shown(second)}: a third "
         "computation decides"
     )
     third, decider = await again(third_temperature)
-    if decider is not None and same_number(decider, value):
+    if decider is not None and same_value(decider, value):
         return Agreement(outcomes, disagreed=True)
-    if decider is not None and same_number(decider, other):
+    if decider is not None and same_value(decider, other):
         return Agreement([second], disagreed=True)
     thirdly = f", a third {_shown(third)}" if decider is not None else ""
     why = (

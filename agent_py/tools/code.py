@@ -77,6 +77,48 @@ def _unwrapped(code: str) -> str:
     return (wrapped.group("js_body") or wrapped.group("py_body") or "").strip()
 
 
+# Code that names its literal first and then gives the name back (`day = "Christmas"` then
+# `print(day)`) computes as little: each statement a literal put into a name, a comment, or
+# the output of one name, which stands for its literal.
+_NAME = r"[A-Za-z_$][\w$]*"
+_LITERAL_VALUE = rf"(?:{_STRING}|{_NUMBER})"
+_ASSIGNED = re.compile(rf"(?:(?:const|let|var)\s+)?({_NAME})\s*=\s*({_LITERAL_VALUE})\s*;?")
+_NAME_OUT = re.compile(rf"(?:return\s+|(?:console\.log|print)\s*\(\s*)({_NAME})\s*\)?\s*;?")
+
+
+def _named_literal(code: str) -> str | None:
+    """``return <literal>`` when ``code`` only puts literals into names and gives one of them
+    back, else None."""
+    values: dict[str, str] = {}
+    out: str | None = None
+    for line in code.splitlines():
+        for statement in (part.strip() for part in _before_comment(line).split(";")):
+            if not statement:
+                continue
+            assigned = _ASSIGNED.fullmatch(statement)
+            given = _NAME_OUT.fullmatch(statement)
+            if assigned is not None and out is None:
+                values[assigned.group(1)] = assigned.group(2)
+            elif given is not None and given.group(1) in values and out is None:
+                out = values[given.group(1)]
+            else:
+                return None
+    return f"return {out}" if out is not None else None
+
+
+def _before_comment(line: str) -> str:
+    """``line`` up to a ``#`` or ``//`` comment outside its string literals."""
+    quote = ""
+    for index, char in enumerate(line):
+        if quote:
+            quote = "" if char == quote and line[index - 1] != "\\" else quote
+        elif char in "'\"`":
+            quote = char
+        elif char == "#" or line.startswith("//", index):
+            return line[:index]
+    return line
+
+
 def code_input_schema(description: str) -> JSONSchema:
     """The input of a code tool: ``code``, a non-empty string."""
     return {
@@ -167,6 +209,7 @@ class CodeTool(ToolBase, Generic[RunnerT]):
         """Raises ToolError when ``code`` only gives back numbers written into it (or text,
         with ``refuse_constant_text``), itself or from a function of no parameters."""
         code = _unwrapped(code)
+        code = _named_literal(code) or code
         if _CONSTANT_CODE.fullmatch(code):
             raise ToolError(
                 "the code only gives back numbers written into it, so it computes nothing: "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from support import make_agent, of_type, plan_reply
 
 from agent_py import AgentConfig, AgentState, EventType, ScriptedLLM
-from agent_py.core.agreement import lone_number, operations, same_number
+from agent_py.core.agreement import lone_number, lone_value, operations, same_number, same_value
 from agent_py.core.profiles import SMALL
 
 TWICE = SMALL.strategy.model_copy(update={"compute_twice": True})
@@ -178,3 +178,30 @@ def test_a_result_is_handed_over_only_where_it_is_the_answer() -> None:
     long_page = page + " | Lemonade | 2.80 |" * (MATERIAL_CHARS // 10)
     assert handed_over(one(long_page), AnswerKind.TEXT, remote=True) is None
     assert handed_over(one(long_page), AnswerKind.TEXT, remote=False) == long_page
+
+
+async def test_a_yes_or_no_is_computed_again_however_short_its_code() -> None:
+    # Seen: "Is 221 a prime number?" planned as `return 221 % 1 === 0;`, and true reported.
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([code_step("s1", "return 221 % 1 === 0;")], answer="yes_no"),
+            "arguments": [
+                "```javascript\nfor (let d = 2; d * d <= 221; d++) if (221 % d === 0) "
+                "return false;\nreturn true;\n```",
+                "```javascript\nreturn [2, 3, 13].every((d) => 221 % d !== 0);\n```",
+            ],
+        }
+    )
+    agent, _ = make_agent(llm, config=CONFIG)
+
+    result = await agent.task("Is 221 a prime number?")
+
+    assert result.state is AgentState.COMPLETED and result.answer == "false"
+    assert result.stats.model_calls == {"plan": 1, "arguments": 2}
+
+
+def test_values_compare_as_booleans_or_as_numbers() -> None:
+    assert lone_value("true") is True and lone_value(" False ") is False
+    assert lone_value("1") == 1.0 and lone_value("yes") is None
+    assert same_value(True, True) and not same_value(True, 1.0) and not same_value(False, 0.0)
+    assert same_value(2.0, 2.5) is False and same_value(0.30000000000000004, 0.3)

@@ -221,6 +221,7 @@ class CountingRunner:
         "function total() {\n  return 11;\n}",  # the number inside a function, uncalled
         "function total() { return 11; }\nreturn total();",
         "async function main() { return 11; }\nconsole.log(await main());",
+        "const days = 42;\nreturn days;",
     ],
 )
 async def test_code_that_only_gives_back_numbers_written_into_it_is_refused(code: str) -> None:
@@ -242,6 +243,9 @@ async def test_code_that_only_gives_back_numbers_written_into_it_is_refused(code
         'function weather() {\n  return "Sunny, 20°C in Oslo.";\n}',
         "function weather() { return 'Sunny'; }\nweather();",
         "return {status: 'booked', table: 2};",
+        # a literal named first, then given back (the weekday of a date, seen)
+        '// the day\nconst day = "Christmas"; // named\nconsole.log(day);',
+        '# the same in Python\nday_of_week = "Christmas"  # print it\nprint(day_of_week)',
     ],
 )
 async def test_with_refuse_constant_text_code_that_only_gives_back_its_text_is_refused(
@@ -264,6 +268,8 @@ async def test_with_refuse_constant_text_code_that_only_gives_back_its_text_is_r
         "return 'Hello, ' + name;",
         "function shout() { const word = 'hello'; return word.toUpperCase(); }",
         "function a() { return 'x'; }\nfunction b() { return a() + 'y'; }",
+        "const word = 'stressed'; const reversed = [...word].reverse().join(''); return reversed;",
+        "const word = 'a;b'; console.log(word.length);",
     ],
 )
 async def test_with_refuse_constant_text_code_that_works_on_text_runs(code: str) -> None:
