@@ -103,7 +103,8 @@ def chained(
 
     A step uses an earlier result when it refers to it (``${s1}``) or its arguments hold
     the result's text, ignoring case (code that wrote the value in). An empty result (``[]``)
-    found nothing to leave out."""
+    left out counts too: the chain is broken all the same (a dedupe that kept nothing, then
+    the list sorted again with its duplicates)."""
     answer = single_step_answer(outcomes)
     if answer is None:
         return outcomes
@@ -111,10 +112,7 @@ def chained(
     unused = [
         o
         for index, o in enumerate(earlier)
-        if o.ok
-        and o.step.step_id in plan_steps
-        and not _found_nothing(o)
-        and not _used(o, after[index + 1 :])
+        if o.ok and o.step.step_id in plan_steps and not _used(o, after[index + 1 :])
     ]
     if not unused:
         return outcomes
@@ -128,15 +126,6 @@ def chained(
     )
     unused_ids = [o.step.step_id for o in unused]
     return [_failed_after_all(outcomes[0], why, task, recorder, unused=unused_ids)]
-
-
-def _found_nothing(outcome: StepOutcome) -> bool:
-    """Whether a step's result is empty (``[]``, ``{}``, null or no text): nothing found that
-    a later step could leave out."""
-    data = outcome.result.data
-    if data is None:
-        return not outcome.result.content.strip()
-    return data in ([], {}, "") or (isinstance(data, str) and not data.strip())
 
 
 def _failed_after_all(

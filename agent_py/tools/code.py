@@ -44,11 +44,13 @@ _CONSTANT_TEXT = re.compile(
 # it as bitwise XOR, but a model that copies a user's "2^10" means a power.
 _CARET_POWER = re.compile(r"(?:\b\d+(?:\.\d+)?|\b[A-Za-z_]\w*|\))\s*\^\s*\d+\b")
 
+# What JavaScript writes for a Date it could not make (`new Date("Dubai 14:00")` as text).
+_INVALID_DATE = "Invalid Date"
 # What code prints for a value it does not have: JavaScript's console shows undefined, and
 # null for NaN and null (through JSON), and {} for a promise logged instead of awaited; Python
 # prints None and nan. Code that only prints these computed nothing usable, and "null" or "{}"
 # must not pass for an answer.
-_NO_VALUE_PRINTS = frozenset({"", "null", "undefined", "NaN", "None", "nan", "{}"})
+_NO_VALUE_PRINTS = frozenset({"", "null", "undefined", "NaN", "None", "nan", "{}", _INVALID_DATE})
 # An error given back as the value: `fetch(url).catch((error) => error)` returns
 # "TypeError: Failed to fetch", which would be reported as the answer.
 _ERROR_VALUE = re.compile(r"(?:[A-Z][A-Za-z]*)?(?:Error|Exception)(?::\s|$)")
@@ -166,6 +168,12 @@ class CodeTool(ToolBase, Generic[RunnerT]):
         result, and a logged error among them means the computation failed."""
         if isinstance(value, str) and _ERROR_VALUE.match(value.strip()):
             raise ToolError(f"the code gave back an error, not a result: {value.strip()[:200]}")
+        if isinstance(value, str) and value.strip() == _INVALID_DATE:
+            raise ToolError(
+                "the code gave Invalid Date: a date it made from its values could not be read "
+                f"(give Date a year, month and day as numbers, or an ISO text): fix it and "
+                f"{self.result_hint}"
+            )
         if value is not None and not (isinstance(value, float) and math.isnan(value)):
             return
         lines = [line.strip() for text in printed for line in text.splitlines()]

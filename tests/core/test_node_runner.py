@@ -91,7 +91,7 @@ async def test_the_tool_reports_a_timeout_as_an_error() -> None:
         ("'hello'.toUpperCase()", "HELLO"),
         ("return 6 * 7", 42),
         ("function f(n) {\n  return n * 6;\n}\nf(7);", 42),  # a return inside a function
-        ("const x = 3; console.log(x)", "3"),  # what it printed is its value
+        ("const x = 1 + 2; console.log(x)", "3"),  # what it printed is its value
     ],
 )
 async def test_code_without_return_gives_its_last_expression_as_a_console_does(
@@ -133,6 +133,7 @@ async def test_code_that_returns_and_prints_nothing_fails_its_step() -> None:
         ("let n; console.log(n + 1); return null;", "null"),
         ("return 0 / 0;", ""),
         ("console.log(new Promise(() => {})); return null;", "{}"),  # logged, not awaited
+        ("console.log(String(new Date('Dubai 14:00')))", "Invalid Date"),
     ],
 )
 async def test_code_that_gives_no_value_fails_its_step_not_with_null(
@@ -434,3 +435,13 @@ async def test_a_text_that_names_an_error_later_is_a_result() -> None:
     code = "return 'No Error: all ' + 'good';"
     result = await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]
     assert result.data == "No Error: all good"
+
+
+async def test_code_that_gives_back_an_invalid_date_fails_its_step() -> None:
+    """Seen: "What time is 14:00 in Dubai in Shanghai?" completed with Invalid Date."""
+    from agent_py.core.tool import ToolContext, ToolError
+
+    tool = JavascriptExecutor(NodeRunner(), timeout_s=5)
+    code = "return new Date('2026-12-02 14:00 Dubai').toLocaleString();"
+    with pytest.raises(ToolError, match="the code gave Invalid Date"):
+        await tool.run({"code": code}, ToolContext(model=None))  # type: ignore[arg-type]

@@ -524,34 +524,26 @@ async def test_without_the_chain_check_the_last_result_is_the_answer() -> None:
     assert result.state is AgentState.COMPLETED and result.answer == "FREEDONIA"
 
 
-async def test_an_earlier_step_that_found_nothing_is_nothing_left_out() -> None:
-    """Seen: s1's filter gave [], s2 sorted the list again, and [1, 2, 3] was refused for
-    leaving out s1's "finding"."""
+async def test_an_earlier_step_that_found_nothing_left_out_is_still_a_broken_chain() -> None:
+    """Seen: s1's dedupe kept nothing ([]), s2 sorted the list again with its duplicates, and
+    [1, 1, 2, 3] would have been the answer."""
+    steps = [
+        ("s1", "return [3, 1, 3, 2, 1].filter((n) => n !== n);"),
+        ("s2", "return [3, 1, 3, 2, 1].sort((a, b) => a - b);"),
+    ]
+    plan = plan_reply(
+        *[
+            [{"step_id": i, "step_goal": "g", "tool_name": "javascript_execute", "input": c}]
+            for i, c in steps
+        ]
+    )
     llm = ScriptedLLM.replaying(
-        {
-            "plan": plan_reply(
-                [
-                    {
-                        "step_id": "s1",
-                        "step_goal": "dedupe",
-                        "tool_name": "javascript_execute",
-                        "input": "return [3, 1].filter((n) => n !== n);",
-                    }
-                ],
-                [
-                    {
-                        "step_id": "s2",
-                        "step_goal": "sort",
-                        "tool_name": "javascript_execute",
-                        "input": "return [...new Set([3, 1, 3, 2])].sort((a, b) => a - b);",
-                    }
-                ],
-            )
-        }
+        {"plan": plan, "arguments": "```javascript\nreturn [1, 1, 2, 3];\n```"}
     )
     agent, sink = make_agent(llm, config=SMALL_CONFIG)
 
-    result = await agent.task("Remove the duplicates from 3, 1, 3, 2 and sort them.")
+    result = await agent.task("Remove the duplicates from 3, 1, 3, 2, 1 and sort the rest.")
 
-    assert result.state is AgentState.COMPLETED and result.answer == "[1, 2, 3]"
-    assert not of_type(sink.events, EventType.STEP_FAILED)
+    assert result.state is AgentState.FAILED
+    failed = of_type(sink.events, EventType.STEP_FAILED)
+    assert failed and "leaves out what the earlier steps found (s1 found [])" in failed[0].content
