@@ -37,6 +37,7 @@ def adopt(
     takes_code: Callable[[str], bool],
     own_tool: Callable[[str], bool],
     recorder: EventRecorder,
+    reads_data: Callable[[str], bool] = lambda name: False,
     code_tool_for: Callable[[StepSchema], str | None] = lambda step: None,
 ) -> PlanSchema:
     """``plan`` as it will run, added to the run's ``plans`` (which it follows); raises
@@ -44,7 +45,7 @@ def adopt(
     task that needs a look-up or an action, planned with only the agent's own tools,
     ``own_tool``). ``code_tool_for(step)``: the code tool that computes what ``step`` was
     to compute with a tool that only writes, or None (see :func:`computed_by_code`)."""
-    declined = decline_reason(plan, own_tool, question)
+    declined = decline_reason(plan, own_tool, question, reads_data)
     if declined is not None:
         plans.append(plan)
         raise TaskDeclined(declined)
@@ -96,14 +97,20 @@ def adopt(
     return plan
 
 
-def decline_reason(plan: PlanSchema, own_tool: Callable[[str], bool], question: str) -> str | None:
+def decline_reason(
+    plan: PlanSchema,
+    own_tool: Callable[[str], bool],
+    question: str,
+    reads_data: Callable[[str], bool] = lambda name: False,
+) -> str | None:
     """Why the run ends before it starts: a step of ``plan`` declines the task, or a check of
     the plan stage (``checks``) finds that no tool here can do a task of it."""
     for step in plan.steps():
         if step.tool_name == DECLINE_TOOL:
             reason = step.input if step.input is not None else (step.arguments or {}).get("reason")
             return declined_because(str(reason or step.step_goal))
-    refused = first_refusal(Stage.PLAN, None, Seen(question=question, plan=plan, own_tool=own_tool))
+    seen = Seen(question=question, plan=plan, own_tool=own_tool, reads_data=reads_data)
+    refused = first_refusal(Stage.PLAN, None, seen)
     return declined_because(refused) if refused is not None else None
 
 

@@ -122,6 +122,10 @@ class PlanAndRethink:
         tool = self.registry.get(tool_name)
         return tool is not None and not tool.remote
 
+    def _reads_data(self, tool_name: str) -> bool:
+        tool = self.registry.get(tool_name)
+        return tool is not None and tool.reads_data
+
     def _code_tool_for(self, step: StepSchema) -> str | None:
         """The code tool for a step of a task declared to compute that was given to a tool
         that only writes (the agent's own, asking the model, taking no code), or None: the
@@ -296,7 +300,9 @@ class PlanAndRethink:
             # ("the capital is Lutz" for the letters of its name).
             raise RunFailure("the last task failed: " + describe_failures(last_failed))
         if final is None and self.strategy.answer_from_single_step:
-            remote = bool(last) and not self._own_tool(last[0].step.tool_name)
+            # A remote tool's or a read file's long result is material to read, not an answer.
+            tool_name = last[0].step.tool_name if last else ""
+            remote = bool(last) and (not self._own_tool(tool_name) or self._reads_data(tool_name))
             final = handed_over(last, run.answer_kind(), remote=remote)
         if final is None:
             async with self.model.unit(ModelRole.PLANNER):
@@ -517,6 +523,7 @@ class PlanAndRethink:
             own_tool=self._own_tool,
             recorder=self.recorder,
             code_tool_for=self._code_tool_for,
+            reads_data=self._reads_data,
         )
         self.turns.focus_on(run.plans, conversation)
         return plan

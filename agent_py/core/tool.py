@@ -79,6 +79,9 @@ class ToolBase(ABC):
     remote: bool = False
     """True for a remote server's tool (MCP): its effects happen elsewhere, so plan review
     (``review="remote"``) shows a plan that calls it before it runs."""
+    reads_data: bool = False
+    """True for a tool that reads the user's data here (their files, a page they name): it
+    looks things up, as a remote tool may, but changes nothing."""
     code_language: str | None = None
     """Set when the main input is source code in this language (name, fence tag): a small
     model writes code far better in a fenced block than inside a JSON string."""

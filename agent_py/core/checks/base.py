@@ -28,7 +28,9 @@ class Seen:
     """The conversation's earlier questions and answers, oldest first."""
     plan: PlanSchema | None = None
     own_tool: Callable[[str], bool] = lambda name: False
-    """Whether a tool is one of the agent's own (it writes or computes here)."""
+    """Whether a tool is one of the agent's own (not a remote server's)."""
+    reads_data: Callable[[str], bool] = lambda name: False
+    """Whether a tool reads the user's data (a file of theirs, a page): it can look up."""
     tool: ToolBase | None = None
     arguments: Mapping[str, Any] | None = None
     results: tuple[ToolResult, ...] = ()
