@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import Any
 
@@ -126,3 +127,29 @@ def of_type(events: list[Event], type_: str) -> list[Event]:
 
 def calls_for(llm: ScriptedLLM, purpose: str) -> int:
     return sum(1 for _, call in llm.calls if call.purpose == purpose)
+
+
+class WorkspaceInMemory:
+    """A page bridge's workspace methods answered as web/worker/workspace.js answers them,
+    its files in memory (``files``; a name under ``full/`` meets a full disk)."""
+
+    files: dict[str, bytes] = {}  # never changed in place: a write gives the instance its own
+
+    async def workspaceFiles(self) -> str:
+        files = self.files
+        listed = [{"name": n, "size": len(d), "modified": 0} for n, d in sorted(files.items())]
+        return json.dumps({"ok": True, "files": listed})
+
+    async def workspaceRead(self, name: str) -> str:
+        data = self.files.get(name)
+        if data is None:
+            return json.dumps({"ok": False, "error": "no such file", "kind": "NotFoundError"})
+        return json.dumps({"ok": True, "base64": base64.b64encode(data).decode()})
+
+    async def workspaceWrite(self, name: str, base64_data: str) -> str:
+        if name.startswith("full/"):
+            return json.dumps(
+                {"ok": False, "error": "the storage is full", "kind": "QuotaExceededError"}
+            )
+        self.files = {**self.files, name: base64.b64decode(base64_data)}
+        return json.dumps({"ok": True, "size": len(self.files[name])})

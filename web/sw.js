@@ -75,6 +75,7 @@ const SHELL_FILES = [
   "worker/engine-port.js",
   "worker/outbox.js",
   "worker/step-clock.js",
+  "worker/workspace.js",
   "worker/engines/cpu.js",
   "worker/engines/cpu-api.js",
   "worker/engines/cpu-gguf.js",

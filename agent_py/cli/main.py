@@ -96,6 +96,15 @@ def main(argv: list[str] | None = None) -> int:
         "WebLLM a model id; for a model server (--engine openai) one of its models",
     )
     add_mcp_options(run, "join the page")
+    run.add_argument(
+        "--file",
+        type=Path,
+        action="append",
+        default=[],
+        dest="files",
+        help="a file for the task (repeatable): the run's workspace holds these files, which "
+        "its steps read (read_file, list_files) by their names",
+    )
     run.add_argument("--script", type=Path, help="replies for the scripted engine (JSON file)")
     run.add_argument("--settings", help="page settings as JSON, e.g. '{\"max_tokens\": 256}'")
     run.add_argument("--timeout", type=float, default=1800, help="seconds for the whole task")
@@ -148,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout_s=args.timeout,
         profile=None if args.fresh_browser else args.browser_profile,
         mcp_servers=mcp_servers,
+        files=args.files,
     )
 
 

@@ -23,6 +23,7 @@ from agent_py.cli.run_report import (
     report_result,
 )
 from agent_py.cli.terminal import PageAgent, WaitTimedOut
+from agent_py.cli.workspace_files import replace_workspace, workspace_files
 from agent_py.core.errors import SetupError
 
 
@@ -37,6 +38,7 @@ def run_in_browser(
     timeout_s: float = 1800,
     profile: Path | None = None,
     mcp_servers: list[dict[str, Any]] | None = None,
+    files: list[Path] | None = None,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
@@ -45,13 +47,14 @@ def run_in_browser(
     it; otherwise a new session, written over ``history``. ``profile``: the browser's
     storage folder, kept between runs (None: a fresh one each run). ``mcp_servers``: servers
     (as the page's servers list holds them) whose tools join the page; the task runs only
-    once each is connected."""
+    once each is connected. ``files``: what the run's workspace holds (nothing else)."""
     from playwright.sync_api import Error as PlaywrightError
 
     started = time.perf_counter()
     deadline = time.monotonic() + timeout_s
     try:
         session = read_session(history) if continue_session else []
+        given = workspace_files(files or [])
     except SetupError as exc:
         print(str(exc), file=err)
         return EXIT_SETUP
@@ -79,6 +82,9 @@ def run_in_browser(
                 names = ", ".join(unusable)
                 print(f"the task was not run: the MCP {which} {names} cannot be used", file=err)
                 return EXIT_SETUP
+            replace_workspace(agent.page, given)
+            for name, data in given:
+                print(f"file: {name} ({len(data)} bytes)", file=out, flush=True)
             left = max(deadline - time.monotonic(), 1.0)
             result = agent.run(task, script=script, timeout_s=left, session=session)
             if result is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -26,11 +27,14 @@ from agent_py.core.errors import SetupError
 from agent_py.core.events import Event
 from agent_py.core.llm import LLM
 from agent_py.core.tool import ToolBase
+from agent_py.core.workspace import WorkspaceError
 from agent_py.page.engine import BridgeJSRunner, BridgeLLM, BridgePyRunner
 from agent_py.page.ports import Bridge
 from agent_py.page.review import PageReviewer
 from agent_py.page.servers import PageServers
 from agent_py.page.settings import PageSettings
+from agent_py.page.workspace import PageWorkspace
+from agent_py.tools.files import ListFiles, ReadFile
 from agent_py.tools.javascript import JavascriptExecutor
 from agent_py.tools.llm_generator import LLMGenerator
 from agent_py.tools.python import PythonExecutor
@@ -71,6 +75,8 @@ class PageSession:
         self._builtin_names: list[str] = []
         self._preparing: asyncio.Task[str] | None = None  # the model's preparation, under way
         self._python = BridgePyRunner(bridge)
+        self.workspace = PageWorkspace(bridge)
+        """The user's files (OPFS); read_file and list_files are offered while it has some."""
         # mcpStatus is looked up when a server reports: it is needed only once one is configured.
         self.servers = PageServers(lambda status: bridge.mcpStatus(status), http=http, user=user)
         self._user = user
@@ -209,7 +215,7 @@ class PageSession:
 
         async def with_servers_settled() -> None:
             await self.servers.settled(SERVERS_WAIT_S)
-            self._agent_with_current_tools()
+            self._agent_with_current_tools(await self._workspace_tools())
 
         try:
             result = await agent.task(question, first=with_servers_settled)
@@ -218,12 +224,25 @@ class PageSession:
             await self._python.close()
         return result.model_dump_json()
 
-    def _agent_with_current_tools(self) -> Agent:
+    def _agent_with_current_tools(self, extra: Sequence[ToolBase] = ()) -> Agent:
         agent = self._ensure_agent()
         # The MCP tools as they are now: servers connected or dropped since the last run,
-        # and tool lists that changed, count from this run on.
-        agent.tools.replace_all(self.servers.tools(), keep=self._builtin_names)
+        # and tool lists that changed, count from this run on; the workspace's with them.
+        agent.tools.replace_all([*extra, *self.servers.tools()], keep=self._builtin_names)
         return agent
+
+    async def _workspace_tools(self) -> list[ToolBase]:
+        """list_files and read_file while the workspace holds files (read_file naming them):
+        without files, tools to read them would only lengthen the plan's prompt. A workspace
+        that cannot be listed gives none, and says why in the live view."""
+        try:
+            files = await self.workspace.files()
+        except WorkspaceError as error:
+            self._bridge.engineNote(f"the workspace's files are not offered: {error}")
+            return []
+        if not files:
+            return []
+        return [ListFiles(self.workspace), ReadFile(self.workspace, files)]
 
     def cancel(self) -> None:
         """Stop: the running task, and the model's preparation where one is under way (a

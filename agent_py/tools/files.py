@@ -8,13 +8,16 @@ lines it holds and how many the file has). ``${s1}`` of a read keeps the slice's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agent_py.core.tool import ToolBase, ToolContext, ToolResult
-from agent_py.core.workspace import Workspace, WorkspaceError
+from agent_py.core.workspace import Workspace, WorkspaceError, WorkspaceFile
 
 DEFAULT_LINES = 200
 MAX_LINES = 1000
+LISTED_FILES = 12
+"""Of the workspace's files, how many read_file's description names."""
 MAX_READ_CHARS = 20_000
 """The most text one read gives back, whatever the lines (a file of one long line)."""
 
@@ -63,8 +66,12 @@ class ReadFile(ToolBase):
     }
     reads_data = True
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, files: Sequence[WorkspaceFile] = ()) -> None:
         self.workspace = workspace
+        if files:  # the planner sees what there is to read (names and sizes, never contents)
+            shown = ", ".join(f"{f.name} ({f.size} bytes)" for f in files[:LISTED_FILES])
+            more = f" and {len(files) - LISTED_FILES} more" if len(files) > LISTED_FILES else ""
+            self.description = f"{self.description} The workspace holds: {shown}{more}."
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         name = str(arguments["path"])

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from support import WorkspaceInMemory
 
 from agent_py import AgentState, MemoryPressureError
 from agent_py.core.agent import AgentConfig
@@ -17,14 +18,16 @@ from agent_py.core.errors import SetupError
 from agent_py.core.llm import CallInfo, CallOptions, CallPurpose, LLMError
 from agent_py.core.managed_llm import ManagedLLM, ModelRoles
 from agent_py.core.profiles import DEFAULT_CPU_MODEL, profile_for
+from agent_py.core.workspace import WorkspaceError, WorkspaceFile
 from agent_py.page.engine import BridgeLLM, BridgePyRunner, EngineCrashedError
 from agent_py.page.session import PageSession
 from agent_py.page.settings import PageSettings
+from agent_py.page.workspace import PageWorkspace
 from agent_py.tools.python import program_for
 from agent_py.tools.python_driver import run_source
 
 
-class FakeBridge:
+class FakeBridge(WorkspaceInMemory):
     """Implements the JavaScript bridge's methods with canned JSON answers."""
 
     def __init__(self, chat_replies: list[dict[str, Any]]) -> None:
@@ -265,3 +268,44 @@ async def test_the_python_runner_reads_the_sandbox_reply_and_ends_the_sandbox() 
     assert empty.error == "the Python sandbox gave no result"
     await runner.close()
     assert bridge.calls[-1] == ("end python", {})
+
+
+async def test_the_page_workspace_reads_and_writes_through_the_bridge() -> None:
+    bridge = FakeBridge([])
+    workspace = PageWorkspace(bridge)
+
+    written = await workspace.write("./out/report.md", b"# Report\n")
+
+    assert written == WorkspaceFile("out/report.md", 9, "text/markdown")
+    assert await workspace.read("out/report.md") == b"# Report\n"
+    assert await workspace.files() == [written]
+    with pytest.raises(
+        WorkspaceError, match=r"no file named 'a.csv' in the workspace \(files: out/report.md\)"
+    ):
+        await workspace.read("a.csv")
+    with pytest.raises(
+        WorkspaceError, match="could not be used while writing full/x: the storage is full"
+    ):
+        await workspace.write("full/x", b"x")
+    with pytest.raises(WorkspaceError, match="outside the workspace"):
+        await workspace.write("../x", b"x")
+
+
+async def test_the_file_tools_are_offered_while_the_workspace_has_files() -> None:
+    bridge = FakeBridge([])
+    page = PageSession(bridge)
+    page._ensure_agent()
+
+    assert await page._workspace_tools() == []
+    bridge.files = {"sales.csv": b"month,sales\nMay,3\n"}
+    tools = await page._workspace_tools()
+    names = [tool.name for tool in page._agent_with_current_tools(tools).tools]
+
+    assert {"list_files", "read_file"} <= set(names)
+    read = next(tool for tool in tools if tool.name == "read_file")
+    assert read.description.endswith("The workspace holds: sales.csv (18 bytes).")
+    bridge.files = {}
+    names = [
+        tool.name for tool in page._agent_with_current_tools(await page._workspace_tools()).tools
+    ]
+    assert "read_file" not in names  # gone again with the files

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from support import WorkspaceInMemory
 
 from agent_py.mcp import (
     MCPConfigError,
@@ -267,7 +268,7 @@ async def test_a_connection_that_breaks_mid_body_is_a_connection_error() -> None
 # --- PageSession with MCP servers -----------------------------------------------------------
 
 
-class PageBridge:
+class PageBridge(WorkspaceInMemory):
     """The worker's ``agent_bridge`` object: a scripted engine and the UI's callbacks."""
 
     def __init__(self, replies: list[str]) -> None:

@@ -64,7 +64,9 @@ def test_the_worker_offers_every_method_of_the_bridge() -> None:
     from agent_py.page.ports import Bridge
 
     worker = Path(__file__).resolve().parents[2] / "web" / "worker"
-    source = (worker / "bridge.js").read_text() + (worker / "engine-port.js").read_text()
+    source = "".join(
+        (worker / name).read_text() for name in ("bridge.js", "engine-port.js", "workspace.js")
+    )
     offered = set(re.findall(r"^\s*(?:async\s+)?(\w+)\s*(?:\(|:)", source, re.MULTILINE))
     offered |= set(re.findall(r"bridge\.(\w+)\s*=", source))
     wanted = {name for name, _ in inspect.getmembers(Bridge) if not name.startswith("_")}

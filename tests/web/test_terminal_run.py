@@ -285,3 +285,102 @@ def test_a_wait_past_its_guard_gives_up_says_what_it_waited_for_and_meets_the_de
     assert WaitTimedOut("the page to start", guard_s=180).message(1800) == (
         "no answer within 180 s: still waiting for the page to start"
     )
+
+
+def _read_and_sum_plan() -> str:
+    code = (
+        "return ${s1}.trim().split('\\n').slice(1)"
+        ".reduce((sum, line) => sum + Number(line.split(',')[1]), 0);"
+    )
+    plan = {
+        "tasks": [
+            {
+                "task_id": "t1",
+                "task_goal": "read the file",
+                "steps": [
+                    {
+                        "step_id": "s1",
+                        "step_goal": "read sales.csv",
+                        "tool_name": "read_file",
+                        "tool_intent": "the user's file",
+                        "expected_output": "its text",
+                        "arguments": {"path": "sales.csv"},
+                    }
+                ],
+            },
+            {
+                "task_id": "t2",
+                "task_goal": "sum it",
+                "steps": [
+                    {
+                        "step_id": "s2",
+                        "step_goal": "sum the sales",
+                        "tool_name": "javascript_execute",
+                        "tool_intent": "exact arithmetic",
+                        "expected_output": "the total",
+                        "arguments": {"code": code},
+                    }
+                ],
+            },
+        ]
+    }
+    return f"<plan>{json.dumps(plan)}</plan>"
+
+
+def test_a_file_given_to_a_run_is_read_by_its_steps_and_gone_from_the_next_run(
+    vendored: Path, tmp_path: Path
+) -> None:
+    sales = tmp_path / "sales.csv"
+    sales.write_text("month,sales\nJanuary,1200\nFebruary,950\nMarch,1340\n")
+    script = script_file(
+        tmp_path,
+        {
+            "plan": _read_and_sum_plan(),
+            "rethink": "<status>continue</status>",
+            "answer": "The sales add up to 3490.",
+        },
+    )
+    profile = tmp_path / "profile"
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "agent_py",
+                "run",
+                "Add up the sales in sales.csv.",
+                "--engine",
+                "scripted",
+                "--script",
+                script,
+                "--browser-profile",
+                str(profile),
+                "--history",
+                str(tmp_path / "h.jsonl"),
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+            check=False,
+        )
+
+    done = run("--file", str(sales))
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"file: sales.csv ({sales.stat().st_size} bytes)" in done.stdout
+    assert "result: 3490" in done.stdout and "The sales add up to 3490." in done.stdout
+    # The same browser profile, no --file: the workspace is empty and read_file not offered.
+    again = run()
+    assert again.returncode == 1
+    assert "unknown tool read_file" in again.stdout + again.stderr
+
+
+def test_a_file_that_cannot_be_given_stops_the_run_before_the_browser(tmp_path: Path) -> None:
+    done = agent_run(
+        tmp_path, "sum it", "--engine", "scripted", "--file", str(tmp_path / "nope.csv")
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"--file {tmp_path / 'nope.csv'}: no such file" in done.stderr

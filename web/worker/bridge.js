@@ -1,9 +1,10 @@
 // What Python calls (agent_py/page/ports.py, Bridge), registered as the Pyodide module
 // "agent_bridge": the engine (engine-port.js), the sandbox runs the UI thread performs, the
-// agent's events and an engine's streamed text on their way to the UI (outbox.js), and the MCP
-// servers' states. Every method resolves to a JSON string and never rejects.
+// agent's events and an engine's streamed text on their way to the UI (outbox.js), the MCP
+// servers' states, and the user's workspace (workspace.js). Every method resolves to a JSON string and never rejects.
 import { toUI } from "../protocol.js";
 import { createEnginePort } from "./engine-port.js";
+import { createWorkspacePort } from "./workspace.js";
 
 /**
  * @param {object} parts
@@ -21,6 +22,7 @@ export function createBridge({ outbox, stepClock, engine, onPrefill }) {
 
   const bridge = {
     ...createEnginePort(engine, outbox, stepClock, onPrefill),
+    ...createWorkspacePort(),
     runJavaScript(code, timeoutMs, outputLimit) {
       const id = nextSandboxId++;
       return new Promise((resolve) => {
