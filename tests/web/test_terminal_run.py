@@ -379,8 +379,6 @@ def test_a_file_given_to_a_run_is_read_by_its_steps_and_gone_from_the_next_run(
 
 
 def test_a_file_that_cannot_be_given_stops_the_run_before_the_browser(tmp_path: Path) -> None:
-    done = agent_run(
-        tmp_path, "sum it", "--engine", "scripted", "--file", str(tmp_path / "nope.csv")
-    )
+    done = agent_run(tmp_path, "sum it", "--engine", "cpu", "--file", str(tmp_path / "nope.csv"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"--file {tmp_path / 'nope.csv'}: no such file" in done.stderr
