@@ -7,6 +7,7 @@ are renamed. Each change is an event."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from agent_py.core.checks import Seen, Stage, first_refusal
 from agent_py.core.decline import DECLINE_TOOL, TaskDeclined, declined_because
@@ -49,48 +50,64 @@ def adopt(
     if declined is not None:
         plans.append(plan)
         raise TaskDeclined(declined)
+
+    def report(kind: EventType, key: str, changes: dict[str, str], text: Callable[[], str]) -> None:
+        if changes:
+            meta: dict[str, Any] = {key: changes}
+            recorder.emit(kind, text(), **meta)
+
     plan, cut = cut_runaway_inputs(plan, plan_shape)
-    if cut:
-        recorder.emit(
-            EventType.PLAN_CUT,
+    report(
+        EventType.PLAN_CUT,
+        "cut",
+        cut,
+        lambda: (
             "cut inputs that looped to their length bound: "
-            + "; ".join(f"{step} keeps {kept!r}" for step, kept in cut.items()),
-            cut=cut,
-        )
+            + "; ".join(f"{step} keeps {kept!r}" for step, kept in cut.items())
+        ),
+    )
     plan, given = give_copied_text_whole(plan, plan_shape, question, takes_code)
-    if given:
-        recorder.emit(
-            EventType.PLAN_TEXT_WHOLE,
+    report(
+        EventType.PLAN_TEXT_WHOLE,
+        "given",
+        given,
+        lambda: (
             f"gave the request's text whole to steps whose input copied it up to the "
-            f"{plan_shape.max_input_chars}-character bound: {', '.join(given)}",
-            given=given,
-        )
+            f"{plan_shape.max_input_chars}-character bound: {', '.join(given)}"
+        ),
+    )
     plan, moved = computed_by_code(plan, code_tool_for)
-    if moved:
-        recorder.emit(
-            EventType.PLAN_TO_CODE,
+    report(
+        EventType.PLAN_TO_CODE,
+        "moved",
+        moved,
+        lambda: (
             "steps of tasks declared to compute go to code, not the writer: "
-            + ", ".join(f"{step} to {tool}" for step, tool in moved.items()),
-            moved=moved,
-        )
+            + ", ".join(f"{step} to {tool}" for step, tool in moved.items())
+        ),
+    )
     if merge_duplicates:
         plan, merged = merge_duplicate_steps(plan)
-        if merged:
-            recorder.emit(
-                EventType.PLAN_MERGED,
+        report(
+            EventType.PLAN_MERGED,
+            "merged",
+            merged,
+            lambda: (
                 "merged repeated steps: "
-                + ", ".join(f"{dropped} into {kept}" for dropped, kept in merged.items()),
-                merged=merged,
-            )
+                + ", ".join(f"{dropped} into {kept}" for dropped, kept in merged.items())
+            ),
+        )
     taken = {step.step_id for earlier in plans for step in earlier.steps()}
     plan, renamed = rename_reused_ids(plan, taken)
-    if renamed:
-        recorder.emit(
-            EventType.PLAN_RENAMED,
+    report(
+        EventType.PLAN_RENAMED,
+        "renamed",
+        renamed,
+        lambda: (
             "new plan reuses step ids: "
-            + ", ".join(f"{old} is now {new}" for old, new in renamed.items()),
-            renamed=renamed,
-        )
+            + ", ".join(f"{old} is now {new}" for old, new in renamed.items())
+        ),
+    )
     if plans:
         memory.replanned()
     plans.append(plan)
