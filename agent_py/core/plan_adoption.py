@@ -39,13 +39,14 @@ def adopt(
     own_tool: Callable[[str], bool],
     recorder: EventRecorder,
     reads_data: Callable[[str], bool] = lambda name: False,
-    code_tool_for: Callable[[StepSchema], str | None] = lambda step: None,
+    code_tool_for: Callable[[str, str], str | None] = lambda tool, text: None,
 ) -> PlanSchema:
     """``plan`` as it will run, added to the run's ``plans`` (which it follows); raises
     TaskDeclined when a step declines the task, or a check of the plan stage refuses it (a
     task that needs a look-up or an action, planned with only the agent's own tools,
-    ``own_tool``). ``code_tool_for(step)``: the code tool that computes what ``step`` was
-    to compute with a tool that only writes, or None (see :func:`computed_by_code`)."""
+    ``own_tool``). ``code_tool_for(tool, text)``: the code tool that computes what a step
+    of ``tool`` (with ``text`` its input) was to compute, where ``tool`` only writes, or None
+    (see :func:`computed_by_code`)."""
     declined = decline_reason(plan, own_tool, question, reads_data)
     if declined is not None:
         plans.append(plan)
@@ -132,7 +133,7 @@ def decline_reason(
 
 
 def computed_by_code(
-    plan: PlanSchema, code_tool_for: Callable[[StepSchema], str | None]
+    plan: PlanSchema, code_tool_for: Callable[[str, str], str | None]
 ) -> tuple[PlanSchema, dict[str, str]]:
     """``plan`` with each step of a task the model declared ``compute`` moved to the code tool
     ``code_tool_for`` names for it, and ``{step id: code tool}``.
@@ -146,20 +147,20 @@ def computed_by_code(
     for task in plan.tasks:
         steps = []
         for step in task.steps:
-            tool = code_tool_for(step) if task.needs is Needs.COMPUTE else None
+            text = _main_text(step)
+            tool = code_tool_for(step.tool_name, text) if task.needs is Needs.COMPUTE else None
             if tool is not None:
                 moved[step.step_id] = tool
-                text = _main_text(step)
-                code = text if text and looks_like_code(text) else None
+                code = text if looks_like_code(text) else None
                 step = step.model_copy(update={"tool_name": tool, "input": code, "arguments": None})
             steps.append(step)
         tasks.append(task.model_copy(update={"steps": steps}))
     return (plan.model_copy(update={"tasks": tasks}), moved) if moved else (plan, {})
 
 
-def _main_text(step: StepSchema) -> str | None:
-    """The step's input, or the one text of its arguments."""
+def _main_text(step: StepSchema) -> str:
+    """The step's input, or the one text of its arguments ("" when it has neither)."""
     if step.input is not None:
         return step.input
     texts = [value for value in (step.arguments or {}).values() if isinstance(value, str)]
-    return texts[0] if len(texts) == 1 else None
+    return texts[0] if len(texts) == 1 else ""

@@ -27,7 +27,6 @@ from agent_py.core.plan import (
     AnswerKind,
     PlanSchema,
     PlanShape,
-    StepSchema,
     TaskSchema,
     declarations_optional,
 )
@@ -126,15 +125,16 @@ class PlanAndRethink:
         tool = self.registry.get(tool_name)
         return tool is not None and tool.reads_data
 
-    def _code_tool_for(self, step: StepSchema) -> str | None:
+    def _code_tool_for(self, tool_name: str, text: str) -> str | None:
         """The code tool for a step of a task declared to compute that was given to a tool
-        that only writes (the agent's own, asking the model, taking no code), or None: the
-        Python tool for Python code, else the JavaScript one (or any code tool here)."""
-        tool = self.registry.get(step.tool_name)
+        that only writes (the agent's own, asking the model, taking no code), ``text`` its
+        input, or None: the Python tool for Python code, else the JavaScript one (or any code
+        tool here)."""
+        tool = self.registry.get(tool_name)
         if tool is None or tool.remote or not tool.uses_model or tool.code_language is not None:
             return None
         code_tools = {t.code_language.lower(): t.name for t in self.registry if t.code_language}
-        language = "python" if looks_like_python(step.input or "") else "javascript"
+        language = "python" if looks_like_python(text) else "javascript"
         return code_tools.get(language) or next(iter(code_tools.values()), None)
 
     def plan_schema(self) -> dict[str, object]:
