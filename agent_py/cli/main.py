@@ -103,7 +103,13 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         dest="files",
         help="a file for the task (repeatable): the run's workspace holds these files, which "
-        "its steps read (read_file, list_files) by their names",
+        "its steps read (read_file, list_files, python_execute's open()) by their names",
+    )
+    run.add_argument(
+        "--outputs",
+        type=Path,
+        default=Path(".artifacts/outputs"),
+        help="where the files the run's steps write are saved, in a folder of the run's own",
     )
     run.add_argument("--script", type=Path, help="replies for the scripted engine (JSON file)")
     run.add_argument("--settings", help="page settings as JSON, e.g. '{\"max_tokens\": 256}'")
@@ -158,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         profile=None if args.fresh_browser else args.browser_profile,
         mcp_servers=mcp_servers,
         files=args.files,
+        outputs=args.outputs,
     )
 
 

@@ -23,7 +23,7 @@ from agent_py.cli.run_report import (
     report_result,
 )
 from agent_py.cli.terminal import PageAgent, WaitTimedOut
-from agent_py.cli.workspace_files import replace_workspace, workspace_files
+from agent_py.cli.workspace_files import replace_workspace, save_outputs, workspace_files
 from agent_py.core.errors import SetupError
 
 
@@ -39,6 +39,7 @@ def run_in_browser(
     profile: Path | None = None,
     mcp_servers: list[dict[str, Any]] | None = None,
     files: list[Path] | None = None,
+    outputs: Path = Path(".artifacts/outputs"),
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
@@ -47,7 +48,8 @@ def run_in_browser(
     it; otherwise a new session, written over ``history``. ``profile``: the browser's
     storage folder, kept between runs (None: a fresh one each run). ``mcp_servers``: servers
     (as the page's servers list holds them) whose tools join the page; the task runs only
-    once each is connected. ``files``: what the run's workspace holds (nothing else)."""
+    once each is connected. ``files``: what the run's workspace holds (nothing else); the
+    files its steps write are saved into a folder of the run's own under ``outputs``."""
     from playwright.sync_api import Error as PlaywrightError
 
     started = time.perf_counter()
@@ -91,6 +93,8 @@ def run_in_browser(
                 print(f"the run failed: {agent.page_error()}", file=err)
                 return EXIT_FAILED
             code = report_result(result, writer.path, out, err)
+            for path in save_outputs(agent.page, result.get("files", []), outputs):
+                print(f"wrote: {path}", file=out)
             prepared = agent.page.evaluate("window.agentApp.prepared ?? null")
             if prepared:
                 print_prepared(prepared, out)

@@ -53,6 +53,14 @@ class AgentConfig(BaseModel):
     model_timeout_s: float = Field(600.0, gt=0)
 
 
+class WrittenFile(BaseModel):
+    """A file a step wrote into the workspace, as the history records it."""
+
+    name: str
+    size: int
+    sha256: str
+
+
 class StepRecord(BaseModel):
     step_id: str
     task_id: str
@@ -62,6 +70,8 @@ class StepRecord(BaseModel):
     seconds: float
     arguments: dict[str, Any] | None
     output: str
+    files: list[WrittenFile] = []
+    """What the step wrote into the workspace (python_execute's out/)."""
 
 
 class RunStats(BaseModel):
@@ -91,6 +101,8 @@ class RunResult(BaseModel):
     """The latest plan (after any re-plan)."""
     steps: list[StepRecord] = []
     stats: RunStats = RunStats()
+    files: list[WrittenFile] = []
+    """What the run's successful steps wrote into the workspace, the last write of a name."""
 
 
 class Agent:
@@ -259,6 +271,7 @@ class Agent:
             failure=result.failure.value if result.failure else None,
             failed_steps=[s.step_id for s in result.steps if not s.ok],
             stats=result.stats.model_dump(),
+            files=[f.model_dump() for f in result.files],
         )
         digest = make_digest(
             self.recorder.turn,
@@ -339,13 +352,15 @@ class Agent:
             replans=run.replans,
             step_seconds={o.step.step_id: o.seconds for o in run.outcomes},
         )
+        steps = [_step_record(o) for o in run.outcomes]
         return RunResult(
             answer=run.answer,
             state=state,
             error=error,
             plan=run.plans[-1] if run.plans else None,
-            steps=[_step_record(o) for o in run.outcomes],
+            steps=steps,
             stats=stats,
+            files=list({f.name: f for s in steps if s.ok for f in s.files}.values()),
         )
 
 
@@ -359,4 +374,5 @@ def _step_record(outcome: StepOutcome) -> StepRecord:
         seconds=outcome.seconds,
         arguments=outcome.arguments,
         output=outcome.result.content,
+        files=[WrittenFile.model_validate(f) for f in outcome.result.meta.get("files", [])],
     )

@@ -27,7 +27,7 @@ from agent_py.core.errors import SetupError
 from agent_py.core.events import Event
 from agent_py.core.llm import LLM
 from agent_py.core.tool import ToolBase
-from agent_py.core.workspace import WorkspaceError
+from agent_py.core.workspace import WorkspaceError, WorkspaceFile
 from agent_py.page.engine import BridgeJSRunner, BridgeLLM, BridgePyRunner
 from agent_py.page.ports import Bridge
 from agent_py.page.review import PageReviewer
@@ -72,7 +72,7 @@ class PageSession:
         )
         self._settings = PageSettings()
         self._agent: Agent | None = None
-        self._builtin_names: list[str] = []
+        self._builtins: list[ToolBase] = []
         self._preparing: asyncio.Task[str] | None = None  # the model's preparation, under way
         self._python = BridgePyRunner(bridge)
         self.workspace = PageWorkspace(bridge)
@@ -228,7 +228,10 @@ class PageSession:
         agent = self._ensure_agent()
         # The MCP tools as they are now: servers connected or dropped since the last run,
         # and tool lists that changed, count from this run on; the workspace's with them.
-        agent.tools.replace_all([*extra, *self.servers.tools()], keep=self._builtin_names)
+        # A workspace tool of a built-in's name (python_execute naming the files) replaces it.
+        replaced = {tool.name for tool in extra}
+        builtins = [tool for tool in self._builtins if tool.name not in replaced]
+        agent.tools.replace_all([*builtins, *extra, *self.servers.tools()])
         return agent
 
     async def _workspace_tools(self) -> list[ToolBase]:
@@ -242,7 +245,21 @@ class PageSession:
             return []
         if not files:
             return []
-        return [ListFiles(self.workspace), ReadFile(self.workspace, files)]
+        python = self._python_tool(files)
+        return [ListFiles(self.workspace), ReadFile(self.workspace, files), python]
+
+    def _python_tool(self, files: Sequence[WorkspaceFile] = ()) -> PythonExecutor:
+        """python_execute on the workspace: its files in the code's folder (named in the
+        description when there are some), what the code writes under out/ kept in it."""
+        strategy = self._settings.agent_config().strategy
+        return PythonExecutor(
+            self._python,
+            workspace=self.workspace,
+            files=files,
+            timeout_s=self._settings.js_timeout_s,
+            refuse_constant_text=strategy.refuse_constant_text,
+            caret_is_power=strategy.caret_is_power,
+        )
 
     def cancel(self) -> None:
         """Stop: the running task, and the model's preparation where one is under way (a
@@ -269,11 +286,11 @@ class PageSession:
             builtins: list[ToolBase] = [
                 LLMGenerator(),
                 JavascriptExecutor(BridgeJSRunner(self._bridge), timeout_s=timeout_s, **checks),
-                PythonExecutor(self._python, timeout_s=timeout_s, **checks),
+                self._python_tool(),
             ]
             if strategy.decline:
                 builtins.append(Decline())
-            self._builtin_names = [tool.name for tool in builtins]
+            self._builtins = builtins
             in_python = self._settings.engine_kind == "openai"
             self._agent = Agent(
                 llm=self._model_server() if in_python else BridgeLLM(self._bridge),

@@ -5,15 +5,31 @@ The runner decides where: a Pyodide worker of its own in the page (``web/python-
 no network, no storage), a resource-limited subprocess in CPython
 (:mod:`agent_py.tools.python_runner`). Both run :mod:`agent_py.tools.python_driver`: the code
 runs as a script whose last expression, if any, is the value; stdout and stderr are captured.
+
+Given the user's workspace (:mod:`agent_py.core.workspace`), each call's code runs in a folder
+of the sandbox that holds a copy of the workspace's files, and what it writes under ``out/``
+is stored back into the workspace afterwards: the sandbox itself never reaches the page's
+storage, and its isolation is what it is without files.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent_py.core.tool import ToolContext, ToolError, ToolResult
+from agent_py.core.workspace import (
+    OUTPUT_FOLDER,
+    Workspace,
+    WorkspaceError,
+    WorkspaceFile,
+    checked_name,
+)
 from agent_py.tools.code import (
     CodeTool,
     code_input_schema,
@@ -34,20 +50,30 @@ class PyRunResult:
     error: str | None = None
     timed_out: bool = False
     truncated: bool = False
+    files: dict[str, bytes] = field(default_factory=dict)
+    """What the code wrote under out/ (given the workspace's files): name to bytes."""
+    files_error: str | None = None
+    """Why some files it wrote did not come back."""
 
     @classmethod
     def from_driver(cls, text: str) -> PyRunResult:
         """The driver's JSON; an unreadable one is an error, never a crash."""
         try:
             raw = json.loads(text)
+            files = {
+                str(name): base64.b64decode(str(encoded), validate=True)
+                for name, encoded in (raw.get("files") or {}).items()
+            }
             return cls(
                 value=raw.get("value"),
                 stdout=str(raw.get("stdout") or ""),
                 stderr=str(raw.get("stderr") or ""),
                 error=None if raw.get("error") is None else str(raw["error"]),
                 truncated=bool(raw.get("truncated")),
+                files=files,
+                files_error=None if raw.get("files_error") is None else str(raw["files_error"]),
             )
-        except (TypeError, ValueError, AttributeError):
+        except (TypeError, ValueError, AttributeError, binascii.Error):
             return cls(error="the Python sandbox sent an unreadable reply")
 
 
@@ -62,10 +88,35 @@ class PyRunner(Protocol):
         ...
 
 
-def program_for(code: str, output_limit: int) -> str:
-    """What a sandbox runs for one call: the driver, then the driver run on ``code``. Its last
-    expression is the driver's JSON (Pyodide's ``runPythonAsync`` gives it back)."""
-    return f"{source()}\nrun_source({json.dumps(code)}, {int(output_limit)})\n"
+def program_for(code: str, output_limit: int, files: dict[str, bytes] | None = None) -> str:
+    """What a sandbox runs for one call: the driver, then the driver run on ``code`` (in a
+    folder holding ``files``, when given). Its last expression is the driver's JSON
+    (Pyodide's ``runPythonAsync`` gives it back)."""
+    given = ""
+    if files is not None:
+        encoded = {name: base64.b64encode(data).decode("ascii") for name, data in files.items()}
+        given = f", {encoded!r}"
+    return f"{source()}\nrun_source({json.dumps(code)}, {int(output_limit)}{given})\n"
+
+
+INPUT_BYTES = 16 * 1024 * 1024
+"""The most of the workspace one call copies into the sandbox: files past it are left out
+(and the code is told, if it opens one)."""
+LISTED_FILES = 12
+
+_DESCRIPTION_WITH_FILES = (
+    "Runs Python 3 (standard library only: csv, json, statistics, re, datetime; no numpy or "
+    "pandas) in an isolated sandbox with no network. The user's files are in its current "
+    "folder: open them by name (open('sales.csv')). Files the code writes under out/ "
+    "(open('out/result.csv', 'w')) are kept for the user. The value of the last line, if it "
+    "is an expression, is the result (print() output is captured too). Each call starts "
+    "afresh: write the whole computation in one call."
+)
+
+
+def written_record(name: str, data: bytes) -> dict[str, Any]:
+    """How the history records a file a step wrote: name, size, sha256."""
+    return {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 class PythonExecutor(CodeTool[PyRunner]):
@@ -86,6 +137,54 @@ class PythonExecutor(CodeTool[PyRunner]):
     call_example = "%s(...) as the last line"
     start_margin_s = 30.0  # the page's sandbox loads Pyodide at a run's first call
 
+    def __init__(
+        self,
+        runner: PyRunner,
+        *,
+        workspace: Workspace | None = None,
+        files: Sequence[WorkspaceFile] = (),
+        **options: Any,
+    ) -> None:
+        """``workspace``: the user's files, copied into each call's folder, and where what
+        the code writes under out/ is kept; ``files``, what it holds now, named in the
+        description (names and sizes, never contents). A workspace without files keeps the
+        description of a sandbox without them (what the code writes under out/ is kept)."""
+        super().__init__(runner, **options)
+        self.workspace = workspace
+        if workspace is not None and files:
+            shown = ", ".join(f"{f.name} ({f.size} bytes)" for f in files[:LISTED_FILES])
+            more = f" and {len(files) - LISTED_FILES} more" if len(files) > LISTED_FILES else ""
+            self.description = f"{_DESCRIPTION_WITH_FILES} The files: {shown}{more}."
+
+    async def _workspace_files(self) -> tuple[dict[str, bytes] | None, list[str]]:
+        """The workspace's files for the sandbox (None without a workspace), and the names of
+        those left out for size."""
+        if self.workspace is None:
+            return None, []
+        given: dict[str, bytes] = {}
+        left_out: list[str] = []
+        total = 0
+        for file in await self.workspace.files():
+            if total + file.size > INPUT_BYTES:
+                left_out.append(file.name)
+                continue
+            data = await self.workspace.read(file.name)
+            total += len(data)
+            given[file.name] = data
+        return given, left_out
+
+    async def _keep(self, written: dict[str, bytes]) -> list[dict[str, Any]]:
+        """Stores what the code wrote into the workspace; the records of what was kept."""
+        assert self.workspace is not None
+        kept = []
+        for name, data in sorted(written.items()):
+            try:
+                stored = await self.workspace.write(_output_name(name), data)
+            except WorkspaceError as error:
+                raise ToolError(f"the code ran, but {name} could not be kept: {error}") from None
+            kept.append(written_record(stored.name, data))
+        return kept
+
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         code = str(arguments["code"])
         self.refuse_constant_code(code)
@@ -94,23 +193,52 @@ class PythonExecutor(CodeTool[PyRunner]):
         lone = python_lone_function(code)
         if lone is not None:  # a function written and never called: it is the entry point
             code = f"{code}\n{lone}()"
+        given, left_out = await self._workspace_files()
         result = await self.runner.run(
-            program_for(code, self.output_limit),
+            program_for(code, self.output_limit, given),
             timeout_s=self.run_timeout_s,
             output_limit=self.output_limit,
         )
         if result.timed_out:
             raise ToolError(f"the code ran longer than {self.run_timeout_s:g} s and was stopped")
         if result.error is not None:
-            raise ToolError(_with_output(result.error, result))
-        self.refuse_no_value(result.value, [result.stdout])
+            error = result.error
+            if left_out and error.startswith("FileNotFoundError"):
+                error += (
+                    f"\n(not copied into the sandbox, over {INPUT_BYTES} bytes in all: "
+                    f"{', '.join(left_out)}; read it with read_file)"
+                )
+            raise ToolError(_with_output(error, result))
+        if result.files_error is not None:
+            raise ToolError(result.files_error)
+        kept = await self._keep(result.files) if result.files else []
+        if not kept:  # a file written is a result; without one, the code must give a value
+            self.refuse_no_value(result.value, [result.stdout])
         printed = result.stdout.rstrip("\n")
-        return ToolResult(
-            content=format_py_result(result),
-            # Code that only printed its result: what it printed is the value.
-            data=result.value if result.value is not None else printed,
-            meta={"stdout": result.stdout, "stderr": result.stderr, "truncated": result.truncated},
-        )
+        value = result.value if result.value is not None else printed
+        content = format_py_result(result)
+        if kept:
+            listed = ", ".join(f"{f['name']} ({f['size']} bytes)" for f in kept)
+            content = "\n".join(part for part in (content, f"files written: {listed}") if part)
+            if value is None or value == "":
+                value = f"files written: {listed}"
+        meta: dict[str, Any] = {
+            "stdout": result.stdout,
+            "stderr": result.stderr,
+            "truncated": result.truncated,
+        }
+        if kept:
+            meta["files"] = kept
+        # Code that only printed its result: what it printed is the value.
+        return ToolResult(content=content, data=value, meta=meta)
+
+
+def _output_name(name: str) -> str:
+    """A name the sandbox sent back, checked: under out/ and inside the workspace."""
+    checked = checked_name(name)
+    if not checked.startswith(f"{OUTPUT_FOLDER}/"):
+        raise ToolError(f"the sandbox sent back {name!r}, which is not under {OUTPUT_FOLDER}/")
+    return checked
 
 
 def _with_output(error: str, result: PyRunResult) -> str:

@@ -10,19 +10,31 @@ statement that is an expression gives its value, as the interactive interpreter 
 (``sum(range(10))`` gives 45), and that code which returns at its top level (``return 6 * 7``,
 as the JavaScript tool takes it: models write Python that way too) runs as a function's body,
 whose return value is the value. stdout and stderr are captured, within one budget.
+
+Given the workspace's files (``files``: name to base64), the code runs in a fresh folder that
+holds them, as its current folder (``open("sales.csv")``), and the files it leaves under
+``out/`` that are new or changed come back in the JSON, base64, within ``OUTPUT_BYTES``. The
+folder is removed afterwards: nothing one call writes is there for the next.
 """
 
 # agent_py: keep this source in the page's bundle
 from __future__ import annotations
 
 import ast
+import base64
 import io
 import json
 import math
+import os
+import shutil
 import sys
+import tempfile
 import traceback
 
 FILENAME = "<python_execute>"
+OUTPUT_FOLDER = "out"
+OUTPUT_BYTES = 8 * 1024 * 1024
+"""The most the files one call writes may hold together."""
 
 
 class _Capped(io.TextIOBase):
@@ -121,9 +133,76 @@ def _error_text(error: BaseException) -> str:
     return "\n".join([head, *(f"  at {line}" for line in lines)])
 
 
-def run_source(code: str, output_limit: int) -> str:
+def _lay_out(files: dict[str, str]) -> str:
+    """A fresh folder holding ``files`` (name to base64), with an empty ``out/``."""
+    folder = tempfile.mkdtemp(prefix="workspace-", dir=os.getcwd())
+    for name, encoded in files.items():
+        path = os.path.join(folder, *name.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as handle:
+            handle.write(base64.b64decode(encoded))
+    os.makedirs(os.path.join(folder, OUTPUT_FOLDER), exist_ok=True)
+    return folder
+
+
+def _written(folder: str, given: dict[str, str]) -> tuple[dict[str, str], str | None]:
+    """The files under ``out/`` of ``folder`` that are new or differ from ``given``, as
+    name to base64, and why some did not come back (over ``OUTPUT_BYTES``), or None."""
+    found: dict[str, str] = {}
+    total = 0
+    over: list[str] = []
+    root = os.path.join(folder, OUTPUT_FOLDER)
+    for directory, _, names in sorted(os.walk(root)):
+        for file_name in sorted(names):
+            path = os.path.join(directory, file_name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            name = os.path.relpath(path, folder).replace(os.sep, "/")
+            with open(path, "rb") as handle:
+                data = handle.read()
+            encoded = base64.b64encode(data).decode("ascii")
+            if given.get(name) == encoded:
+                continue
+            if total + len(data) > OUTPUT_BYTES:
+                over.append(f"{name} ({len(data)} bytes)")
+                continue
+            total += len(data)
+            found[name] = encoded
+    why = None
+    if over:
+        why = f"files over the {OUTPUT_BYTES} bytes one call may write were not kept: " + ", ".join(
+            over
+        )
+    return found, why
+
+
+def run_source(code: str, output_limit: int, files: dict[str, str] | None = None) -> str:
     """Runs ``code``; returns JSON: value, stdout, stderr, error (None when it ran to the
-    end), truncated (something was cut to ``output_limit``)."""
+    end), truncated (something was cut to ``output_limit``); with ``files`` (the workspace,
+    name to base64), also files (what it wrote under out/) and files_error."""
+    home = os.getcwd()
+    folder = None
+    written: dict[str, str] = {}
+    files_error: str | None = None
+    if files is not None:
+        folder = _lay_out(files)
+        os.chdir(folder)
+    try:
+        reply = json.loads(_run_here(code, output_limit))
+        if folder is not None:
+            os.chdir(folder)  # the code may have changed folder
+            written, files_error = _written(folder, files or {})
+    finally:
+        if folder is not None:
+            os.chdir(home)
+            shutil.rmtree(folder, ignore_errors=True)
+    if files is not None:
+        reply["files"] = written
+        reply["files_error"] = files_error
+    return json.dumps(reply, ensure_ascii=False)
+
+
+def _run_here(code: str, output_limit: int) -> str:
     budget = _Budget(output_limit)
     stdout, stderr = _Capped(budget), _Capped(budget)
     value: object = None

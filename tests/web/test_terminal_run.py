@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import subprocess
@@ -382,3 +383,44 @@ def test_a_file_that_cannot_be_given_stops_the_run_before_the_browser(tmp_path: 
     done = agent_run(tmp_path, "sum it", "--engine", "cpu", "--file", str(tmp_path / "nope.csv"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"--file {tmp_path / 'nope.csv'}: no such file" in done.stderr
+
+
+def test_python_reads_a_given_file_and_what_it_writes_is_saved_for_the_user(
+    vendored: Path, tmp_path: Path
+) -> None:
+    """run --file: python_execute opens the file by name in the page's Python sandbox, the file
+    it writes under out/ is recorded in the history (name, size, sha256) and saved into the
+    run's own folder under --outputs."""
+    orders = tmp_path / "orders.csv"
+    orders.write_text("order,amount\nA-1,12.50\nA-2,7.25\nA-3,30\n")
+    code = (
+        "import csv\n"
+        "total = sum(float(r['amount']) for r in csv.DictReader(open('orders.csv')))\n"
+        "open('out/total.txt', 'w').write(f'{total:.2f}\\n')\n"
+        "total"
+    )
+    script = script_file(
+        tmp_path,
+        {
+            "plan": one_step_plan("python_execute", {"code": code}),
+            "rethink": "<status>continue</status>",
+            "answer": "The amounts add up to 49.75.",
+        },
+    )
+    history = tmp_path / "h.jsonl"
+    outputs = tmp_path / "outputs"
+    done = agent_run(
+        tmp_path,
+        "What is the total of the amount column?",
+        "--engine", "scripted", "--script", script,
+        "--file", str(orders), "--outputs", str(outputs), "--history", str(history),
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "The amounts add up to 49.75." in done.stdout
+    saved = list(outputs.glob("*/total.txt"))
+    assert len(saved) == 1 and saved[0].read_text() == "49.75\n"
+    assert f"wrote: {saved[0]}" in done.stdout
+    final = [e for e in read_history_file(history) if e.type == "final"][-1]
+    digest = hashlib.sha256(b"49.75\n").hexdigest()
+    assert final.meta["files"] == [{"name": "out/total.txt", "size": 6, "sha256": digest}]

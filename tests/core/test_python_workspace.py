@@ -1,0 +1,103 @@
+"""python_execute on the user's workspace, in the real CPython sandbox: the files are in the
+code's folder, what it writes under out/ is kept (recorded by name, size and sha256), and
+nothing else it does reaches the workspace."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from agent_py.core.tool import ToolContext, ToolError, ToolResult
+from agent_py.core.workspace import FolderWorkspace
+from agent_py.tools.python import PythonExecutor
+from agent_py.tools.python_runner import SubprocessPyRunner
+
+CTX = ToolContext(model=cast(Any, None))  # python_execute asks no model
+ORDERS = "order,amount\nA-1,12.50\nA-2,7.25\nA-3,30\n"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> FolderWorkspace:
+    (tmp_path / "orders.csv").write_text(ORDERS)
+    return FolderWorkspace(tmp_path)
+
+
+def stored(root: Path) -> list[str]:
+    return sorted(path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file())
+
+
+async def run_in(workspace: FolderWorkspace, code: str) -> ToolResult:
+    files = await workspace.files()
+    tool = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files, timeout_s=10)
+    return await tool.run({"code": code}, CTX)
+
+
+async def test_the_code_reads_the_users_file_by_name(workspace: FolderWorkspace) -> None:
+    code = "import csv\nsum(float(r['amount']) for r in csv.DictReader(open('orders.csv')))"
+    result = await run_in(workspace, code)
+    assert result.data == 49.75
+    assert "files" not in result.meta  # it wrote nothing
+
+
+async def test_what_the_code_writes_under_out_is_kept_and_recorded(
+    workspace: FolderWorkspace, tmp_path: Path
+) -> None:
+    code = (
+        "import csv, json\n"
+        "open('scratch.txt', 'w').write('not for the user')\n"
+        "rows = list(csv.DictReader(open('orders.csv')))\n"
+        "json.dump(rows, open('out/orders.json', 'w'))\n"
+    )
+    result = await run_in(workspace, code)
+    written = (tmp_path / "out" / "orders.json").read_bytes()
+    assert written.startswith(b'[{"order": "A-1"')
+    record = {"name": "out/orders.json", "size": len(written)}
+    assert result.meta["files"] == [{**record, "sha256": hashlib.sha256(written).hexdigest()}]
+    # A file written and nothing printed is a result, not "the code gave no value".
+    assert result.data == f"files written: out/orders.json ({len(written)} bytes)"
+    assert not (tmp_path / "scratch.txt").exists()  # only out/ comes back
+    assert (tmp_path / "orders.csv").read_text() == ORDERS
+
+
+async def test_the_users_file_changed_in_place_stays_as_it_was(
+    workspace: FolderWorkspace, tmp_path: Path
+) -> None:
+    result = await run_in(workspace, "open('orders.csv', 'w').write('gone')\n1")
+    assert result.data == 1
+    assert (tmp_path / "orders.csv").read_text() == ORDERS
+
+
+async def test_an_output_of_an_earlier_call_is_read_and_an_unchanged_one_not_written_again(
+    workspace: FolderWorkspace,
+) -> None:
+    await run_in(workspace, "open('out/n.txt', 'w').write('41')")
+    result = await run_in(workspace, "int(open('out/n.txt').read()) + 1")
+    assert result.data == 42
+    assert "files" not in result.meta
+
+
+async def test_a_missing_file_fails_with_the_python_error(workspace: FolderWorkspace) -> None:
+    with pytest.raises(ToolError, match=r"FileNotFoundError.*prices\.csv"):
+        await run_in(workspace, "open('prices.csv').read()")
+
+
+async def test_an_output_over_the_quota_fails_with_why_and_keeps_the_rest(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "orders.csv").write_text(ORDERS)
+    small = FolderWorkspace(tmp_path, max_bytes=len(ORDERS) + 100)
+    with pytest.raises(ToolError, match=r"out/big.txt could not be kept: .*does not fit"):
+        await run_in(small, "open('out/big.txt', 'w').write('x' * 1000)")
+    assert stored(tmp_path) == ["orders.csv"]
+    assert (tmp_path / "orders.csv").read_text() == ORDERS
+
+
+async def test_the_description_names_the_files_and_out(workspace: FolderWorkspace) -> None:
+    tool = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=await workspace.files())
+    assert "orders.csv (39 bytes)" in tool.description
+    assert "out/" in tool.description and "no numpy" in tool.description
+    # Without a workspace the sandbox has no files, and says so.
+    assert "no network, files or storage" in PythonExecutor(SubprocessPyRunner()).description
