@@ -130,7 +130,7 @@ def calls_for(llm: ScriptedLLM, purpose: str) -> int:
 
 
 class WorkspaceInMemory:
-    """A page bridge's workspace methods answered as web/worker/workspace.js answers them,
+    """A page bridge's workspace methods answered as web/workspace.js answers them,
     its files in memory (``files``; a name under ``full/`` meets a full disk)."""
 
     files: dict[str, bytes] = {}  # never changed in place: a write gives the instance its own

@@ -1,6 +1,6 @@
 """The user's workspace: the files a run may read and the files its steps write.
 
-In the page it lives in the origin's private file system (OPFS, ``web/worker/workspace.js``);
+In the page it lives in the origin's private file system (OPFS, ``web/workspace.js``);
 from the terminal and in tests, in a folder (:class:`FolderWorkspace`). Either way a file is
 named by a relative POSIX path (``sales.csv``, ``out/report.txt``), checked here, so no
 name reaches outside the workspace. Tools get it injected (``agent_py.tools.files``); nothing

@@ -1,5 +1,5 @@
 """The page's workspace: the user's files in the origin's private file system (OPFS),
-reached through the worker's bridge (``web/worker/workspace.js``), as a
+reached through the worker's bridge (``web/workspace.js``), as a
 :class:`~agent_py.core.workspace.Workspace`."""
 
 from __future__ import annotations

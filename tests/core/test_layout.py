@@ -36,10 +36,11 @@ EXECUTOR = {
 }
 
 # web/: ui/ runs on the UI thread, worker/ in the agent's worker; protocol.js (the message
-# names) is shared, and the files addressed by URL stay at the root.
+# names) and workspace.js (the user's files in OPFS: the worker's tools read them, the Files
+# panel shows them) are shared, and the files addressed by URL stay at the root.
 UI = "ui"
 WORKER = "worker"
-ROOT_FILES = {"protocol.js", "sw.js", "oauth-callback.js"}
+ROOT_FILES = {"protocol.js", "sw.js", "oauth-callback.js", "workspace.js"}
 
 
 def module_name(path: Path) -> str:

@@ -63,9 +63,10 @@ def test_the_worker_offers_every_method_of_the_bridge() -> None:
 
     from agent_py.page.ports import Bridge
 
-    worker = Path(__file__).resolve().parents[2] / "web" / "worker"
+    web = Path(__file__).resolve().parents[2] / "web"
     source = "".join(
-        (worker / name).read_text() for name in ("bridge.js", "engine-port.js", "workspace.js")
+        (web / name).read_text()
+        for name in ("worker/bridge.js", "worker/engine-port.js", "workspace.js")
     )
     offered = set(re.findall(r"^\s*(?:async\s+)?(\w+)\s*(?:\(|:)", source, re.MULTILINE))
     offered |= set(re.findall(r"bridge\.(\w+)\s*=", source))

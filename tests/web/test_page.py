@@ -509,10 +509,28 @@ def test_a_result_that_left_the_tasks_data_out_shows_failed_and_why(
 
 
 def test_sandboxed_code_cannot_read_the_page_or_its_storage(page: Any, scripted: str) -> None:
+    """Nor the user's workspace: its files live in the page's origin's private file system,
+    which the sandbox's opaque origin cannot open."""
     open_app(page, scripted)
     page.evaluate("localStorage.setItem('secret', 'page-secret')")
+    page.evaluate(
+        """async () => {
+          const root = await (await navigator.storage.getDirectory())
+            .getDirectoryHandle("workspace", { create: true });
+          const writable = await (await root.getFileHandle("secret.txt", { create: true }))
+            .createWritable();
+          await writable.write("workspace-secret");
+          await writable.close();
+        }"""
+    )
     probe = """
       const out = {};
+      try {
+        const root = await navigator.storage.getDirectory();
+        const names = [];
+        for await (const name of root.keys()) names.push(name);
+        out.opfs = names.length ? 'listed ' + names.join(',') : 'empty';
+      } catch (e) { out.opfs = e.name; }
       out.document = typeof document;
       out.localStorage = typeof localStorage === 'undefined' ? 'absent' : 'present';
       try { indexedDB.open('agent_py'); out.indexedDB = 'opened'; }
@@ -538,7 +556,8 @@ def test_sandboxed_code_cannot_read_the_page_or_its_storage(page: Any, scripted:
     assert result["indexedDB"] != "opened"
     assert result["caches"] != "read"
     assert result["fetch"] == "blocked"
-    assert "page-secret" not in output
+    assert not str(result["opfs"]).startswith("listed"), result["opfs"]
+    assert "page-secret" not in output and "workspace-secret" not in output
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@
 // The parts: agent-link.js (the worker, started and restarted), run-controls.js (Run, Stop and
 // the run under way), conversation.js (events stored then drawn, the session continued, the
 // Sessions list), settings-panel.js, progress-view.js (the boot and model bars), status-line.js,
-// and driver-api.js (window.agentApp, for the page's drivers).
+// workspace-panel.js (the user's files), and driver-api.js (window.agentApp, for the page's
+// drivers).
 import { ToUI, toWorker } from "../protocol.js";
 import { AgentLink } from "./agent-link.js";
 import { Conversation } from "./conversation.js";
@@ -20,6 +21,7 @@ import { setStatus, showError } from "./status-line.js";
 import { ToolHost } from "./tool-host.js";
 import { UserPrompts, loadAuthRecords } from "./user-prompts.js";
 import { WaitShown } from "./waiting.js";
+import { WorkspacePanel } from "./workspace-panel.js";
 
 const $ = (id) => document.getElementById(id);
 const waitShown = new WaitShown($("progress-model-text"), $("model-progress-row"));
@@ -76,7 +78,10 @@ const planReview = new PlanReview({
 tools.relay.onPresence((presence) => serversPanel.setPresence(presence));
 tools.relay.detect();
 
-installDriverApi({ link, controls, conversation, settingsPanel, serversPanel, tools, waitShown });
+// The user's files: the agent's worker reads them from the same storage at each run.
+const workspacePanel = new WorkspacePanel();
+
+installDriverApi({ link, controls, conversation, settingsPanel, serversPanel, tools, waitShown, workspacePanel });
 
 // --- the worker ----------------------------------------------------------------------------------
 function startWorker() {
@@ -124,6 +129,7 @@ function onWorkerMessage(message, answer) {
         window.agentApp.lastResult = message.result;
         controls.ended(message.result);
       });
+      workspacePanel.refresh(); // the run's steps may have written files
       return;
     case ToUI.MODELS:
       window.agentApp.prebuilt = message.prebuilt;

@@ -18,9 +18,15 @@ import { ToUI, toWorker } from "../protocol.js";
  * @param {import("./servers.js").ServersPanel} parts.serversPanel
  * @param {import("./tool-host.js").ToolHost} parts.tools
  * @param {import("./waiting.js").WaitShown} parts.waitShown
+ * @param {import("./workspace-panel.js").WorkspacePanel} parts.workspacePanel
  */
-export function installDriverApi({ link, controls, conversation, settingsPanel, serversPanel, tools, waitShown }) {
+export function installDriverApi({ link, controls, conversation, settingsPanel, serversPanel, tools, waitShown, workspacePanel }) {
   window.agentApp = {
+    /** The workspace's files as the Files panel shows them, read again: [{name, size, modified}]. */
+    workspaceFiles: async () => {
+      await workspacePanel.refresh();
+      return workspacePanel.files;
+    },
     /** "starting", "ready" (the engine may still be unusable: `engine.usable`) or "failed". */
     state: () => link.state,
     /** Every setting in effect (null before the worker has started). */

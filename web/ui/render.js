@@ -3,6 +3,7 @@
 // answer, which goes through marked and then DOMPurify.
 import { marked } from "../vendor/marked/marked.esm.js";
 import DOMPurify from "../vendor/dompurify/purify.es.mjs";
+import { downloadFile, sizeText } from "./workspace-panel.js";
 
 const STATUS_TEXT = { pending: "pending", running: "running", completed: "completed", failed: "failed", dropped: "dropped" };
 
@@ -26,6 +27,22 @@ function el(tag, props = {}, ...children) {
 // Turns drawn in full; older ones fold to their question, state and a Show button, so a long
 // session keeps a bounded DOM (a 9-step turn is about 600 nodes). Show draws one again.
 export const KEPT_TURNS = 5;
+
+// The files a run's steps wrote, each with a button that downloads it from the workspace (a file
+// deleted since, or written again by a later run, says so rather than download another).
+function filesWritten(files) {
+  const list = el("ul", { class: "answer-files", "aria-label": "Files written" });
+  for (const { name, size } of files) {
+    const button = el("button", { type: "button", "aria-label": `Download ${name}`, text: "Download" });
+    const note = el("span", { class: "muted" });
+    button.addEventListener("click", () => {
+      note.textContent = "";
+      downloadFile(name).catch((error) => { note.textContent = ` ${error.message}`; });
+    });
+    list.append(el("li", {}, el("span", { class: "tool", text: name }), ` (${sizeText(size)}) `, button, note));
+  }
+  return list;
+}
 
 export class RunView {
   /**
@@ -206,6 +223,7 @@ export class RunView {
       const answer = el("div", { class: "answer", "aria-label": "Answer" });
       answer.innerHTML = renderMarkdown(event.content);
       turn.outcome.replaceChildren(el("h3", { text: "Answer" }), answer);
+      if (event.meta.files?.length) turn.outcome.append(filesWritten(event.meta.files));
     } else if (state === "cancelled") {
       turn.outcome.replaceChildren(el("p", { class: "failure", text: "Stopped by the user." }));
     } else {

@@ -4,7 +4,7 @@
 // servers' states, and the user's workspace (workspace.js). Every method resolves to a JSON string and never rejects.
 import { toUI } from "../protocol.js";
 import { createEnginePort } from "./engine-port.js";
-import { createWorkspacePort } from "./workspace.js";
+import { createWorkspacePort } from "../workspace.js";
 
 /**
  * @param {object} parts

@@ -1,8 +1,10 @@
 // The user's workspace in the origin's private file system (OPFS), under the folder
-// "workspace": what Python's PageWorkspace (agent_py/page/workspace.py) calls through the
-// bridge. Names arrive checked by Python (relative POSIX paths, agent_py/core/workspace.py)
-// and are checked again here. Every method resolves to a JSON string and never rejects:
-// {"ok": true, ...} or {"ok": false, "error": "..."} with the reason in words.
+// "workspace". createWorkspacePort() is what Python's PageWorkspace (agent_py/page/workspace.py)
+// calls through the bridge: names arrive checked by Python (relative POSIX paths,
+// agent_py/core/workspace.py) and are checked again here, and every method resolves to a JSON
+// string and never rejects: {"ok": true, ...} or {"ok": false, "error": "..."} with the reason
+// in words. The functions exported below it are the page's panel's (ui/workspace-panel.js),
+// on the UI thread: they take and give Blobs and throw a WorkspaceError with the reason.
 
 const ROOT = "workspace";
 
@@ -42,6 +44,13 @@ async function* walk(folder, prefix) {
   }
 }
 
+export class WorkspaceError extends Error {
+  constructor(message, cause) {
+    super(message, { cause });
+    this.name = "WorkspaceError";
+  }
+}
+
 function bytesToBase64(bytes) {
   let text = "";
   for (let i = 0; i < bytes.length; i += 0x8000) {
@@ -58,7 +67,7 @@ function base64ToBytes(base64) {
 }
 
 /** Why an OPFS call failed, in words (a full disk says so). */
-function why(error) {
+export function why(error) {
   if (error?.name === "QuotaExceededError") {
     return "the browser's storage for this page is full: delete files from the workspace";
   }
@@ -121,4 +130,78 @@ export function createWorkspacePort() {
       });
     },
   };
+}
+
+// --- the panel's (UI thread) ------------------------------------------------------------------
+
+/** Every file, as workspaceFiles() lists them: [{name, size, modified}], sorted by name. */
+export async function listFiles() {
+  const files = [];
+  for await (const file of walk(await root(), "")) files.push(file);
+  return files.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** The File stored under `name`. */
+export async function fileOf(name) {
+  try {
+    const { folder, file } = await folderOf(name, false);
+    return await (await folder.getFileHandle(file)).getFile();
+  } catch (error) {
+    throw new WorkspaceError(`${name}: ${why(error)}`, error);
+  }
+}
+
+/** What the browser lets this page store and has stored, in bytes ({usage, quota}). */
+export async function usage() {
+  const { usage: used = 0, quota = 0 } = await navigator.storage.estimate();
+  return { usage: used, quota };
+}
+
+/** Store `blob` as `name` (replacing a file of that name). One that does not fit in what the
+ * browser lets this page store is refused before anything is written; a write that fails
+ * midway leaves the old file whole and no new one (createWritable writes a swap file). */
+export async function writeFile(name, blob) {
+  const { usage: used, quota } = await usage();
+  if (quota && used + blob.size > quota) {
+    throw new WorkspaceError(
+      `${name} (${blob.size} bytes) does not fit: the browser lets this page store ${quota} bytes `
+      + `and ${used} are used; delete files or sessions to make room`,
+    );
+  }
+  let folder;
+  let file;
+  let existed = false;
+  try {
+    ({ folder, file } = await folderOf(name, true));
+    existed = await folder.getFileHandle(file).then(() => true, () => false);
+    const handle = await folder.getFileHandle(file, { create: true });
+    const writable = await handle.createWritable();
+    try {
+      await writable.write(blob);
+      await writable.close();
+    } catch (error) {
+      await writable.abort().catch(() => {});
+      throw error;
+    }
+  } catch (error) {
+    if (folder && !existed) await folder.removeEntry(file).catch(() => {});
+    throw new WorkspaceError(`${name} could not be stored: ${why(error)}`, error);
+  }
+}
+
+/** Remove the file `name`, and the folders it leaves empty. */
+export async function deleteFile(name) {
+  try {
+    const split = parts(name);
+    const chain = [await root()];
+    for (const part of split.slice(0, -1)) chain.push(await chain.at(-1).getDirectoryHandle(part));
+    await chain.at(-1).removeEntry(split.at(-1));
+    for (let i = chain.length - 1; i > 0; i--) {
+      const empty = (await chain[i].keys().next()).done;
+      if (!empty) break;
+      await chain[i - 1].removeEntry(split[i - 1]);
+    }
+  } catch (error) {
+    throw new WorkspaceError(`${name} could not be deleted: ${why(error)}`, error);
+  }
 }
