@@ -21,6 +21,7 @@ export const ToWorker = Object.freeze({
   SCRIPT: "script", // {replies}: the scripted test engine only
   SANDBOX_RESULT: "sandbox-result", // {id, result: {value, console, error, timed_out, truncated}}
   PYTHON_RESULT: "python-result", // {id, result: {json, error, timed_out}}
+  PAGE_TEXT: "page-text", // {id, result: {ok, title, text} | {ok: false, error}}: a page's readable text
   ENGINE_COUNTS: "engine-counts", // reloads/unloads so far (answered with ToUI.ENGINE_COUNTS)
   MODELS: "models", // the WebLLM models, prebuilt and cached (answered with ToUI.MODELS)
   DELETE_MODEL: "delete-model", // {id}
@@ -52,6 +53,7 @@ export const toWorker = Object.freeze({
   }),
   /** `result` is PythonSandbox.run's (JavaScript names); Python reads snake_case. */
   pythonResult: (id, { json, error, timedOut }) => ({ type: ToWorker.PYTHON_RESULT, id, result: { json, error, timed_out: timedOut } }),
+  pageText: (id, result) => ({ type: ToWorker.PAGE_TEXT, id, result }),
   engineCounts: () => ({ type: ToWorker.ENGINE_COUNTS }),
   models: () => ({ type: ToWorker.MODELS }),
   deleteModel: (id) => ({ type: ToWorker.DELETE_MODEL, id }),
@@ -91,6 +93,7 @@ export const ToUI = Object.freeze({
   SANDBOX_RUN: "sandbox-run", // {id, code, timeoutMs, outputLimit}: answer with SANDBOX_RESULT
   PYTHON_RUN: "python-run", // {id, program, timeoutMs}: answer with PYTHON_RESULT
   PYTHON_RESET: "python-reset", // the agent's run is over: its Python sandbox ends
+  READ_PAGE: "read-page", // {id, html, url}: a fetched page's readable text (answer with PAGE_TEXT)
   ENGINE_COUNTS: "engine-counts", // {counts}
   MODELS: "models", // {prebuilt, cached}
   MCP_STATUS: "mcp-status", // {status}: one MCP server's state (agent_py/page/session.py)
@@ -144,6 +147,7 @@ export const toUI = Object.freeze({
   }),
   pythonRun: (id, program, timeoutMs) => ({ type: ToUI.PYTHON_RUN, id, program, timeoutMs }),
   pythonReset: () => ({ type: ToUI.PYTHON_RESET }),
+  readPage: (id, html, url) => ({ type: ToUI.READ_PAGE, id, html, url }),
   engineCounts: (counts) => ({ type: ToUI.ENGINE_COUNTS, counts }),
   models: (prebuilt, cached) => ({ type: ToUI.MODELS, prebuilt, cached }),
   mcpStatus: (status) => ({ type: ToUI.MCP_STATUS, status }),

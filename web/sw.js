@@ -63,6 +63,7 @@ const SHELL_FILES = [
   "ui/waiting.js",
   "ui/sw-register.js",
   "ui/workspace-panel.js",
+  "ui/page-reader.js",
   "worker/worker.js",
   "worker/agent.js",
   "worker/bridge.js",

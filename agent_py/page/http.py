@@ -110,6 +110,9 @@ class StartReply(Reply):
     ok: bool = True
     status: int = 0
     headers: dict[str, str] = {}
+    url: str | None = None
+    """Where the answer came from, after the redirects the page's fetch followed (None: the
+    extension's answer, or not known)."""
     error: Failure = NETWORK_FAILURE
 
 
@@ -141,6 +144,8 @@ class BrowserResponse(HTTPResponse):
     ) -> None:
         self.status = status
         self.headers = {str(name).lower(): str(value) for name, value in headers.items()}
+        self.url = url
+        """Where the answer came from (the request's URL unless the page's fetch said)."""
         self._http = http
         self._id = request_id
         self._url = url
@@ -228,7 +233,9 @@ class BrowserTransport(HTTPTransport):
                 )
             raise failure
         self._answered = True
-        return BrowserResponse(self._http, request_id, reply.status, reply.headers, url)
+        return BrowserResponse(
+            self._http, request_id, reply.status, reply.headers, reply.url or url
+        )
 
     async def _start(
         self,

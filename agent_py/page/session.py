@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from agent_py.page.http import HttpBridge
     from agent_py.page.user import UserBridge
 
+WEB_ADDRESS = re.compile(r"\bhttps?://[^\s<>\"']+", re.IGNORECASE)
+"""A web address in a task: fetch_page is offered for it."""
 SERVERS_WAIT_S = 3.0
 """How long a run waits for servers still connecting (the worker's boot waits as long,
 SERVERS_WAIT_MS in web/worker/agent.js, before it prefills the planner's prompt)."""
@@ -215,7 +218,9 @@ class PageSession:
 
         async def with_servers_settled() -> None:
             await self.servers.settled(SERVERS_WAIT_S)
-            self._agent_with_current_tools(await self._workspace_tools())
+            self._agent_with_current_tools(
+                [*await self._workspace_tools(), *self._page_tools(question)]
+            )
 
         try:
             result = await agent.task(question, first=with_servers_settled)
@@ -247,6 +252,19 @@ class PageSession:
             return []
         python = self._python_tool(files)
         return [ListFiles(self.workspace), ReadFile(self.workspace, files), python]
+
+    def _page_tools(self, question: str) -> list[ToolBase]:
+        """fetch_page for a task that holds a web address (structure, in any language):
+        without one, a tool to fetch it would only lengthen the plan's prompt. It needs the
+        page's HTTP port (the worker's fetch and the bridge extension)."""
+        if self._http is None or not WEB_ADDRESS.search(question):
+            return []
+        # Imported here: the page's HTTP module brings the MCP client's, which a run
+        # without servers or pages never needs.
+        from agent_py.page.pages import BrowserPages
+        from agent_py.tools.fetch_page import FetchPage
+
+        return [FetchPage(BrowserPages(self._bridge, self._http))]
 
     def _python_tool(self, files: Sequence[WorkspaceFile] = ()) -> PythonExecutor:
         """python_execute on the workspace: its files in the code's folder (named in the

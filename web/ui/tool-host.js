@@ -1,10 +1,12 @@
-// The UI thread's side of the agent's tools: the agent worker asks, this host answers. Two
+// The UI thread's side of the agent's tools: the agent worker asks, this host answers. Three
 // tools need the page itself: `javascript_execute` runs code in the sandbox frame
-// (sandbox-host.js), and MCP servers without CORS are reached through the bridge extension
-// (extension-relay.js). Data flows one way: worker -> here -> sandbox or extension -> back to
+// (sandbox-host.js), `fetch_page` has a page's readable text made here (page-reader.js: the
+// browser's HTML parser, which workers lack), and MCP servers without CORS are reached through
+// the bridge extension (extension-relay.js). Data flows one way: worker -> here -> sandbox or extension -> back to
 // the worker that asked (messages: protocol.js).
 import { ToUI, toWorker } from "../protocol.js";
 import { ExtensionRelay } from "./extension-relay.js";
+import { readablePage } from "./page-reader.js";
 import { PythonSandbox } from "./python-sandbox-host.js";
 import { JavaScriptSandbox } from "./sandbox-host.js";
 
@@ -33,6 +35,9 @@ export class ToolHost {
         return true;
       case ToUI.PYTHON_RESET:
         this.#python?.reset();
+        return true;
+      case ToUI.READ_PAGE:
+        readablePage(message.html, message.url).then((result) => send(toWorker.pageText(message.id, result)));
         return true;
       case ToUI.BRIDGE_REQUEST:
         this.#relayRequest(message, send);

@@ -1,5 +1,5 @@
 // What Python calls (agent_py/page/ports.py, Bridge), registered as the Pyodide module
-// "agent_bridge": the engine (engine-port.js), the sandbox runs the UI thread performs, the
+// "agent_bridge": the engine (engine-port.js), the sandbox runs and page readings the UI thread performs, the
 // agent's events and an engine's streamed text on their way to the UI (outbox.js), the MCP
 // servers' states, and the user's workspace (workspace.js). Every method resolves to a JSON string and never rejects.
 import { toUI } from "../protocol.js";
@@ -40,6 +40,19 @@ export function createBridge({ outbox, stepClock, engine, onPrefill }) {
     endPython() {
       post(toUI.pythonReset());
     },
+    /** A fetched page's readable text, made on the UI thread (DOMParser and Readability are
+     * not in workers): {ok, title, text} or {ok: false, error}. */
+    readPage(html, url) {
+      const id = nextSandboxId++;
+      return new Promise((resolve) => {
+        pendingSandbox.set(id, resolve);
+        post(toUI.readPage(id, html, url));
+      });
+    },
+    /** Whether the browser thinks it is online (false: offline for sure). */
+    online() {
+      return JSON.stringify({ ok: true, online: navigator.onLine });
+    },
     emit(eventJson) {
       outbox.event(eventJson);
     },
@@ -59,7 +72,8 @@ export function createBridge({ outbox, stepClock, engine, onPrefill }) {
     },
   };
 
-  /** A sandbox run's result (sandbox-result or python-result) for the call that asked. */
+  /** A sandbox run's result (sandbox-result, python-result) or a page's text (page-text) for
+   * the call that asked. */
   function onSandboxResult(message) {
     const resolve = pendingSandbox.get(message.id);
     pendingSandbox.delete(message.id);

@@ -73,7 +73,8 @@ export function createHttpPort(post) {
       return bridgeFailed("network", "The request was aborted.");
     }
     state.reader = response.body ? response.body.getReader() : null;
-    return bridgeOk({ id, status: response.status, headers: Object.fromEntries(response.headers) });
+    // url: where the answer came from, after any redirects fetch followed.
+    return bridgeOk({ id, status: response.status, headers: Object.fromEntries(response.headers), url: response.url });
   }
 
   async function readFetch(id, state) {

@@ -77,6 +77,7 @@ async function handle(message) {
       return;
     case ToWorker.SANDBOX_RESULT:
     case ToWorker.PYTHON_RESULT:
+    case ToWorker.PAGE_TEXT:
       onSandboxResult(message);
       return;
     case ToWorker.ENGINE_COUNTS:
