@@ -96,21 +96,22 @@ async def test_plain_text_is_given_as_it_is_in_its_charset() -> None:
     assert result.data == "Grüße"
 
 
-async def test_a_long_page_is_cut_and_says_so_and_the_final_url_is_named() -> None:
-    long_text = "word " * (MAX_TEXT_CHARS // 2)
+async def test_a_long_page_is_cut_for_the_model_and_kept_whole_for_code() -> None:
+    long_text = "# T\n\n" + "word " * (MAX_TEXT_CHARS // 2)
+    whole = len(long_text.strip())
     fetcher = StoredPages({"https://a.test/": html("https://a.test/final", long_text)})
     result = await FetchPage(fetcher).run({"url": "https://a.test/"}, CTX)
-    assert len(result.data) == MAX_TEXT_CHARS
+    assert result.data == long_text.strip()  # ${s1}: the whole text, for code to search
     assert result.content.startswith("the text of the page https://a.test/final, titled 'T'")
-    assert result.content.endswith(
-        f"(cut: the first {MAX_TEXT_CHARS} of its {len(long_text.strip())} characters)"
-    )
-    assert result.meta == {
-        "url": "https://a.test/final",
-        "title": "T",
-        "chars": len(long_text.strip()),
-        "cut": True,
-    }
+    assert f"(cut: the first {MAX_TEXT_CHARS} of its {whole} characters;" in result.content
+    assert len(result.content) < MAX_TEXT_CHARS + 300
+    assert result.meta == {"url": "https://a.test/final", "title": "T", "chars": whole, "cut": True}
+
+
+async def test_the_title_heads_the_text_when_the_reader_took_it_out() -> None:
+    fetcher = StoredPages({"https://a.test/": html("https://a.test/", "Prices hold a week.")})
+    result = await FetchPage(fetcher).run({"url": "https://a.test/"}, CTX)
+    assert result.data == "# T\n\nPrices hold a week."
 
 
 def test_the_agents_own_tags_in_a_page_are_broken_and_other_text_kept() -> None:
