@@ -238,7 +238,7 @@ def mcp_server_options(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def add_eval_command(commands: Any) -> None:
-    from agent_py.evals.suite import HELD_OUT_FILE, TASKS_FILE
+    from agent_py.evals.suite import HELD_OUT_FILE, HELD_OUT_FILES_FILE, TASKS_FILE
 
     evaluate = commands.add_parser(
         "eval",
@@ -253,16 +253,23 @@ def add_eval_command(commands: Any) -> None:
     add_model_server_options(evaluate)
     evaluate.add_argument(
         "--split",
-        choices=["tuning", "held-out", "all"],
+        choices=["tuning", "held-out", "held-out-files", "all"],
         default="tuning",
         help="tuning (tasks.json, by --tier), held-out (heldout-v2.json: the sealed split, never "
-        "used for tuning) or all; each split is scored apart",
+        "used for tuning), held-out-files (heldout-files.json: sealed, on files and pages) or "
+        "all; each split is scored apart",
     )
     evaluate.add_argument(
         "--tasks", type=Path, default=TASKS_FILE, help="the tuning split's file (JSON)"
     )
     evaluate.add_argument(
         "--held-out", type=Path, default=HELD_OUT_FILE, help="the held-out split's file (JSON)"
+    )
+    evaluate.add_argument(
+        "--held-out-files",
+        type=Path,
+        default=HELD_OUT_FILES_FILE,
+        help="the files-and-pages held-out split's file (JSON)",
     )
     evaluate.add_argument("--tier", choices=["small", "full"], default="small")
     evaluate.add_argument("--only", help="comma-separated task ids (overrides --tier)")
@@ -311,6 +318,7 @@ def run_eval(args: argparse.Namespace) -> int:
             only=only,
             tasks_file=args.tasks,
             held_out_file=args.held_out,
+            held_out_files_file=args.held_out_files,
         )
         settings: dict[str, Any] = json.loads(args.settings) if args.settings else {}
         settings.update(model_server_settings(args))
@@ -327,7 +335,7 @@ def run_eval(args: argparse.Namespace) -> int:
     browser_args = list(args.browser_arg)
     if args.engine == "webllm" and "--enable-unsafe-webgpu" not in browser_args:
         browser_args.append("--enable-unsafe-webgpu")
-    chosen = "chosen" if only else args.split if args.split == "held-out" else args.tier
+    chosen = "chosen" if only else args.split if args.split.startswith("held-out") else args.tier
     print(f"{len(tasks)} tasks ({chosen}), engine {args.engine}")
     try:
         report = run_suite(

@@ -167,8 +167,8 @@ def site_server(
     pages: Mapping[str, SitePage | Mapping[str, Any]], *, log: Path | None = None
 ) -> Iterator[str]:
     """Serve ``pages`` (path: its type and body) on a free loopback port, 404 for any other
-    path; yields the base URL (``http://127.0.0.1:P``, no trailing slash). Requests go to
-    ``log`` when given."""
+    path, every answer readable by any page (CORS); yields the base URL
+    (``http://127.0.0.1:P``, no trailing slash). Requests go to ``log`` when given."""
     served = {path: SitePage.model_validate(page) for path, page in pages.items()}
     lines = log.open("a", encoding="utf-8") if log is not None else None
 
@@ -186,6 +186,9 @@ def site_server(
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
+            # Any page may read it, as a public site with CORS headers lets it: the page's
+            # fetch_page reads it without the bridge extension (which tests/web covers).
+            self.send_header("Access-Control-Allow-Origin", "*")
             self.end_headers()
             if body:
                 self.wfile.write(data)

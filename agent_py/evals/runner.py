@@ -29,6 +29,7 @@ from typing import Any, TextIO
 
 from agent_py.cli.mcp_servers import report_servers
 from agent_py.cli.terminal import PageAgent, SetupError
+from agent_py.cli.workspace_files import replace_workspace
 from agent_py.core.events import Event
 from agent_py.evals.reference_servers import (
     REFERENCE_SERVERS,
@@ -289,6 +290,8 @@ def _run_task(
             file.flush()
 
         page.on_event = record
+        # The task's files and no others: an earlier task's files (and what it wrote) are gone.
+        replace_workspace(page.page, [(n, text.encode()) for n, text in task.files.items()])
         began = datetime.now(UTC)
         started = time.perf_counter()
         script = task.script if engine == "scripted" else None

@@ -1,11 +1,14 @@
 """The real-task suite: tasks with machine-checkable answers, and the checks.
 
-Two splits live beside this module, in the same form: ``tasks.json``, the tuning split (tiers
+Three splits live beside this module, in the same form: ``tasks.json``, the tuning split (tiers
 small and full), on which prompts, switches and checks may be chosen (it holds the first
-held-out split's tasks too), and ``heldout-v2.json``, tasks of kinds written outside the
-suite, sealed before the changes they are reported for and never used to choose anything.
-Scores are reported per split. A task with a ``follow_up`` is two turns of one session: the
-follow-up needs the first turn's result, and ``expect`` judges the follow-up.
+held-out split's tasks too), and two sealed held-out splits, written before the changes they
+are reported for and never used to choose anything: ``heldout-v2.json``, tasks of kinds
+written outside the suite, and ``heldout-files.json``, tasks on the user's files and on web
+pages. Scores are reported per split. A task's ``files`` (name to text) are what its run's
+workspace holds, and nothing else (an empty workspace without them). A task with a
+``follow_up`` is two turns of one session: the follow-up needs the first turn's result, and
+``expect`` judges the follow-up.
 
 A task names the MCP servers its page gets (``servers``: ``atlas``, the suite's own, by
 default; ``time``, ``fetch`` and ``git`` are the MCP project's reference servers, see
@@ -50,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 TASKS_FILE = Path(__file__).with_name("tasks.json")
 HELD_OUT_FILE = Path(__file__).with_name("heldout-v2.json")
+HELD_OUT_FILES_FILE = Path(__file__).with_name("heldout-files.json")
 
 ServerName = Literal["atlas", "time", "fetch", "git"]
 """The MCP servers the suite can give a task's page: its own (``atlas``) and the MCP
@@ -67,6 +71,7 @@ class Tier(StrEnum):
 class Split(StrEnum):
     TUNING = "tuning"
     HELD_OUT = "held-out"
+    HELD_OUT_FILES = "held-out-files"
 
 
 class Expect(BaseModel):
@@ -184,6 +189,8 @@ class EvalTask(BaseModel):
     """A second turn that needs the first one's result; ``expect`` judges its answer."""
     servers: list[ServerName] = Field(["atlas"], min_length=1)
     """The MCP servers the task's page gets (and no others)."""
+    files: dict[str, str] = {}
+    """The files (name to text) the run's workspace holds, and no others."""
     expect: Expect
     script: dict[str, Any] = {}
     """Replies of the scripted test engine that does this task right (plumbing only)."""
@@ -271,11 +278,13 @@ def load_tasks(
     split: Split | None = None,
 ) -> list[EvalTask]:
     """The tasks of ``path`` in ``tier`` (small is part of full), or those named in ``only``,
-    each with the file's fixtures. ``split``: what the file holds (default: held-out for
-    ``HELD_OUT_FILE``, else tuning)."""
+    each with the file's fixtures. ``split``: what the file holds (default: the held-out
+    split of ``HELD_OUT_FILE`` or ``HELD_OUT_FILES_FILE``, else tuning)."""
     raw = json.loads(path.read_text(encoding="utf-8"))
     if split is None:
-        split = Split.HELD_OUT if path.resolve() == HELD_OUT_FILE.resolve() else Split.TUNING
+        sealed = {HELD_OUT_FILE.resolve(): Split.HELD_OUT}
+        sealed[HELD_OUT_FILES_FILE.resolve()] = Split.HELD_OUT_FILES
+        split = sealed.get(path.resolve(), Split.TUNING)
     fixtures = load_fixtures(path)
     tasks = [
         EvalTask.model_validate({**item, "split": split, "fixtures": fixtures})
@@ -303,16 +312,21 @@ def load_suite(
     only: list[str] | None = None,
     tasks_file: Path = TASKS_FILE,
     held_out_file: Path = HELD_OUT_FILE,
+    held_out_files_file: Path = HELD_OUT_FILES_FILE,
 ) -> list[EvalTask]:
-    """The suite's tasks: the tuning split's ``tier``, the held-out split (all of it), or
-    both (``all``); ``only`` picks tasks by id from the splits asked for."""
-    files = {Split.TUNING: tasks_file, Split.HELD_OUT: held_out_file}
+    """The suite's tasks: the tuning split's ``tier``, a held-out split (all of it), or
+    every split (``all``); ``only`` picks tasks by id from the splits asked for."""
+    files = {
+        Split.TUNING: tasks_file,
+        Split.HELD_OUT: held_out_file,
+        Split.HELD_OUT_FILES: held_out_files_file,
+    }
     chosen = list(Split) if split == "all" else [Split(split)]
     tasks: list[EvalTask] = []
     for part in chosen:
         every = load_tasks(files[part], tier=Tier.FULL, split=part)
         if only is None:
-            whole = part is Split.HELD_OUT or tier is Tier.FULL  # held-out has no tiers
+            whole = part is not Split.TUNING or tier is Tier.FULL  # held-out has no tiers
             tasks += [t for t in every if whole or t.tier is Tier.SMALL]
         else:
             tasks += [t for t in every if t.id in only]
@@ -351,7 +365,33 @@ _MARKERS: dict[str, set[str]] = {
         "votre",
         "avec",
     },
-    "de": {"der", "die", "das", "ist", "und", "ein", "eine", "nicht", "mit", "uns", "den"},
+    "de": {
+        "der",
+        "die",
+        "das",
+        "ist",
+        "und",
+        "ein",
+        "eine",
+        "nicht",
+        "mit",
+        "uns",
+        "den",
+        "dem",
+        "im",
+        "vom",
+        "von",
+        "zu",
+        "zum",
+        "auf",
+        "für",
+        "wird",
+        "sich",
+        "auch",
+        "oder",
+        "bis",
+        "wir",
+    },
 }
 
 

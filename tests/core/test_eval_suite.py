@@ -16,6 +16,7 @@ from agent_py.cli.terminal import SetupError
 from agent_py.evals.runner import SUITE_SERVERS, SuiteReport, TaskReport, all_pages
 from agent_py.evals.suite import (
     HELD_OUT_FILE,
+    HELD_OUT_FILES_FILE,
     EvalTask,
     Expect,
     FollowUp,
@@ -121,10 +122,10 @@ def test_the_first_held_out_split_joined_the_tuning_split_at_its_end() -> None:
     assert not (HELD_OUT_FILE.parent / "heldout.json").exists()
     # Both splits together, and a split's tasks by id.
     held_out = load_suite(Split.HELD_OUT)
-    both = load_suite("all", tier=Tier.SMALL)
-    assert [t.id for t in both] == [t.id for t in load_tasks(tier=Tier.SMALL)] + [
-        t.id for t in held_out
-    ]
+    every = load_suite("all", tier=Tier.SMALL)
+    files = load_suite(Split.HELD_OUT_FILES)
+    small = load_tasks(tier=Tier.SMALL)
+    assert [t.id for t in every] == [t.id for t in [*small, *held_out, *files]]
     picked = load_suite("all", only=["js-add", "percent-of", "zh-discount"])
     assert [(t.id, t.split) for t in picked] == [
         ("js-add", Split.TUNING),
@@ -133,6 +134,22 @@ def test_the_first_held_out_split_joined_the_tuning_split_at_its_end() -> None:
     ]
     with pytest.raises(ValueError, match="unknown task ids: js-add"):
         load_suite(Split.HELD_OUT, only=["js-add"])
+
+
+def test_the_files_held_out_split_is_sealed_apart_and_both_splits_have_file_and_page_tasks() -> (
+    None
+):
+    files = load_suite(Split.HELD_OUT_FILES)
+    tuning = load_tasks(tier=Tier.FULL)
+    assert HELD_OUT_FILES_FILE.name == "heldout-files.json"
+    assert files == load_tasks(HELD_OUT_FILES_FILE)
+    assert all(t.split is Split.HELD_OUT_FILES for t in files)
+    assert not {t.id for t in files} & {t.id for t in tuning}
+    for split in (files, tuning):
+        with_files = [t for t in split if t.files]
+        assert len(with_files) >= 6 and any(t.expect.state == "failed" for t in with_files)
+        pages = [t for t in split if "fetch_page" in planned_tools(t)]
+        assert len(pages) >= 4 and all("{{site}}" in t.question for t in pages)
 
 
 def planned_tools(task: EvalTask) -> set[str]:
@@ -264,6 +281,9 @@ def test_load_tasks_picks_by_id_and_refuses_unknown_ids(tmp_path: Path) -> None:
         ({"words": [3, 5]}, "one two three", True),
         ({"language": "es"}, "El sol brilla en el cielo.", True),
         ({"language": "es"}, "The sun is in the sky.", False),
+        # German that names none of the articles twice: its prepositions and verbs count.
+        ({"language": "de"}, "Der Zug fährt um 9 Uhr vom Bahnhof ab.", True),
+        ({"language": "de"}, "The train leaves the station at 9.", False),
         ({"language": "zh"}, "长城是中国古代修建的军事防御工程。", True),
         ({"language": "zh"}, "會議改到星期四。", True),
         ({"language": "zh"}, "The Great Wall is in China (长城).", False),
