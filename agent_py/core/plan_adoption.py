@@ -40,13 +40,15 @@ def adopt(
     recorder: EventRecorder,
     reads_data: Callable[[str], bool] = lambda name: False,
     code_tool_for: Callable[[str, str], str | None] = lambda tool, text: None,
+    files_tool_for: Callable[[str], str | None] = lambda tool: None,
 ) -> PlanSchema:
     """``plan`` as it will run, added to the run's ``plans`` (which it follows); raises
     TaskDeclined when a step declines the task, or a check of the plan stage refuses it (a
     task that needs a look-up or an action, planned with only the agent's own tools,
     ``own_tool``). ``code_tool_for(tool, text)``: the code tool that computes what a step
     of ``tool`` (with ``text`` its input) was to compute, where ``tool`` only writes, or None
-    (see :func:`computed_by_code`)."""
+    (see :func:`computed_by_code`). ``files_tool_for(tool)``: the code tool that sees the
+    user's files, for a step of the code tool ``tool`` that does not (see :func:`on_files`)."""
     declined = decline_reason(plan, own_tool, question, reads_data)
     if declined is not None:
         plans.append(plan)
@@ -85,6 +87,16 @@ def adopt(
         lambda: (
             "steps of tasks declared to compute go to code, not the writer: "
             + ", ".join(f"{step} to {tool}" for step, tool in moved.items())
+        ),
+    )
+    plan, to_files = on_files(plan, files_tool_for)
+    report(
+        EventType.PLAN_TO_CODE,
+        "moved",
+        to_files,
+        lambda: (
+            "code steps go to the code tool that sees the user's files: "
+            + ", ".join(f"{step} to {tool}" for step, tool in to_files.items())
         ),
     )
     if merge_duplicates:
@@ -153,6 +165,27 @@ def computed_by_code(
                 moved[step.step_id] = tool
                 code = text if looks_like_code(text) else None
                 step = step.model_copy(update={"tool_name": tool, "input": code, "arguments": None})
+            steps.append(step)
+        tasks.append(task.model_copy(update={"steps": steps}))
+    return (plan.model_copy(update={"tasks": tasks}), moved) if moved else (plan, {})
+
+
+def on_files(
+    plan: PlanSchema, files_tool_for: Callable[[str], str | None]
+) -> tuple[PlanSchema, dict[str, str]]:
+    """``plan`` with each step of a code tool that cannot open the user's files moved to the
+    one that can (``files_tool_for``), its code written afresh by a code call, and ``{step
+    id: code tool}``. While the workspace holds files a task's code is about them: JavaScript
+    written for the sandbox that has none reads nothing (``require is not defined``)."""
+    moved: dict[str, str] = {}
+    tasks = []
+    for task in plan.tasks:
+        steps = []
+        for step in task.steps:
+            tool = files_tool_for(step.tool_name)
+            if tool is not None:
+                moved[step.step_id] = tool
+                step = step.model_copy(update={"tool_name": tool, "input": None, "arguments": None})
             steps.append(step)
         tasks.append(task.model_copy(update={"steps": steps}))
     return (plan.model_copy(update={"tasks": tasks}), moved) if moved else (plan, {})

@@ -137,6 +137,14 @@ class PlanAndRethink:
         language = "python" if looks_like_python(text) else "javascript"
         return code_tools.get(language) or next(iter(code_tools.values()), None)
 
+    def _files_tool_for(self, tool_name: str) -> str | None:
+        """The code tool that sees the user's files, for a step of a code tool that does
+        not; None when there is none, or ``tool_name`` is no such step's."""
+        tool = self.registry.get(tool_name)
+        if tool is None or tool.code_language is None or tool.sees_files:
+            return None
+        return next((t.name for t in self.registry if t.sees_files), None)
+
     def plan_schema(self) -> dict[str, object]:
         return self.turns.plan_schema()
 
@@ -523,6 +531,7 @@ class PlanAndRethink:
             own_tool=self._own_tool,
             recorder=self.recorder,
             code_tool_for=self._code_tool_for,
+            files_tool_for=self._files_tool_for,
             reads_data=self._reads_data,
         )
         self.turns.focus_on(run.plans, conversation)

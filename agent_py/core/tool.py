@@ -85,6 +85,9 @@ class ToolBase(ABC):
     code_language: str | None = None
     """Set when the main input is source code in this language (name, fence tag): a small
     model writes code far better in a fenced block than inside a JSON string."""
+    sees_files: bool = False
+    """True for a code tool whose code opens the user's files by name (python_execute on a
+    workspace that holds some): the plan's other code steps go to it."""
 
     @abstractmethod
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -155,6 +155,7 @@ class PythonExecutor(CodeTool[PyRunner]):
             shown = ", ".join(f"{f.name} ({f.size} bytes)" for f in files[:LISTED_FILES])
             more = f" and {len(files) - LISTED_FILES} more" if len(files) > LISTED_FILES else ""
             self.description = f"{_DESCRIPTION_WITH_FILES} The files: {shown}{more}."
+            self.sees_files = True
 
     async def _workspace_files(self) -> tuple[dict[str, bytes] | None, list[str]]:
         """The workspace's files for the sandbox (None without a workspace), and the names of

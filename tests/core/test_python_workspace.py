@@ -9,13 +9,19 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from support import default_tools, make_agent, of_type, plan_reply, step
 
+from agent_py import AgentConfig, AgentState, ScriptedLLM
+from agent_py.core.profiles import SMALL
 from agent_py.core.tool import ToolContext, ToolError, ToolResult
 from agent_py.core.workspace import FolderWorkspace
 from agent_py.tools.python import PythonExecutor
 from agent_py.tools.python_runner import SubprocessPyRunner
 
 CTX = ToolContext(model=cast(Any, None))  # python_execute asks no model
+SMALL_CONFIG = AgentConfig(
+    plan_shape=SMALL.plan_shape, strategy=SMALL.strategy, budgets=SMALL.budgets
+)
 ORDERS = "order,amount\nA-1,12.50\nA-2,7.25\nA-3,30\n"
 
 
@@ -101,3 +107,44 @@ async def test_the_description_names_the_files_and_out(workspace: FolderWorkspac
     assert "out/" in tool.description and "no numpy" in tool.description
     # Without a workspace the sandbox has no files, and says so.
     assert "no network, files or storage" in PythonExecutor(SubprocessPyRunner()).description
+
+
+async def test_a_javascript_step_on_the_users_files_runs_as_python_which_opens_them(
+    workspace: FolderWorkspace,
+) -> None:
+    """The JavaScript sandbox has no files: while the workspace holds some, the plan's
+    JavaScript step goes to python_execute, whose code call writes code that opens them."""
+    code = "const fs = require('fs'); return fs.readFileSync('orders.csv', 'utf8');"
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "javascript_execute", {"code": code})], needs="compute"),
+            "arguments": (
+                "```python\nimport csv\n"
+                "sum(float(r['amount']) for r in csv.DictReader(open('orders.csv')))\n```"
+            ),
+        }
+    )
+    files = await workspace.files()
+    python = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files)
+    agent, sink = make_agent(llm, *default_tools(), python, config=SMALL_CONFIG)
+
+    result = await agent.task("What is the total of the amount column?")
+
+    assert result.state is AgentState.COMPLETED, result.error
+    assert result.answer == "49.75"
+    moved = of_type(sink.events, "plan_to_code")
+    assert moved and moved[0].meta["moved"] == {"s1": "python_execute"}
+    assert [s.tool for s in result.steps] == ["python_execute"]
+
+
+async def test_without_files_javascript_steps_stay_javascript(tmp_path: Path) -> None:
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([step("s1", "javascript_execute", {"code": "return 6 * 7;"})])}
+    )
+    python = PythonExecutor(SubprocessPyRunner(), workspace=FolderWorkspace(tmp_path))
+    agent, sink = make_agent(llm, *default_tools(), python, config=SMALL_CONFIG)
+
+    result = await agent.task("Use JavaScript to compute 6 times 7.")
+
+    assert result.answer == "42" and [s.tool for s in result.steps] == ["javascript_execute"]
+    assert not of_type(sink.events, "plan_to_code")
