@@ -37,6 +37,7 @@ def plan_system_prompt(
         tools="\n".join(_tool_entry(tool, shape, detail(tool)) for tool in registry),
         max_tasks=shape.max_tasks,
         max_steps=shape.max_steps_per_task,
+        look_up_rule=_look_up_rule(registry),
         input_rule=render("plan_rule_input" if shape.step_input else "plan_rule_arguments"),
         decline_rule="\n" + render("plan_rule_decline").strip()
         if registry.get(DECLINE_TOOL)
@@ -46,6 +47,18 @@ def plan_system_prompt(
             if with_examples and plan_example_turns(registry, shape)
             else render("plan_format", step_format=json.dumps(_step_format(shape)))
         ),
+    )
+
+
+def _look_up_rule(registry: ToolRegistry) -> str:
+    """Which tools can look up and act: a server's, and the tools that read the user's own
+    files and pages here (named, when there are some)."""
+    readers = [tool.name for tool in registry if tool.reads_data and not tool.remote]
+    if not readers:
+        return "Only a server's tool can look up or act."
+    return (
+        f"Only a server's tool can act; a server's tool or {', '.join(readers)} can look up "
+        "(the user's own files and pages)."
     )
 
 

@@ -156,6 +156,15 @@ class PythonExecutor(CodeTool[PyRunner]):
             more = f" and {len(files) - LISTED_FILES} more" if len(files) > LISTED_FILES else ""
             self.description = f"{_DESCRIPTION_WITH_FILES} The files: {shown}{more}."
             self.sees_files = True
+            self.reads_data = True  # a look-up of the user's files can be done here
+            # What the code call is told of its input (the code prompt shows no description).
+            names = ", ".join(f.name for f in files[:LISTED_FILES])
+            self.input_schema = code_input_schema(
+                "Python code, standard library only (csv, json, statistics, re, datetime; "
+                f"there is no pandas or numpy), that opens the user's files by name ({names}) "
+                "and writes any file for the user under out/; end with an expression (or "
+                "print) for the result"
+            )
 
     async def _workspace_files(self) -> tuple[dict[str, bytes] | None, list[str]]:
         """The workspace's files for the sandbox (None without a workspace), and the names of

@@ -105,6 +105,9 @@ async def test_the_description_names_the_files_and_out(workspace: FolderWorkspac
     tool = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=await workspace.files())
     assert "orders.csv (39 bytes)" in tool.description
     assert "out/" in tool.description and "no numpy" in tool.description
+    # The code call is shown the input's description, not the tool's: it says so too.
+    code = tool.input_schema["properties"]["code"]["description"]
+    assert "there is no pandas or numpy" in code and "(orders.csv)" in code
     # Without a workspace the sandbox has no files, and says so.
     assert "no network, files or storage" in PythonExecutor(SubprocessPyRunner()).description
 
@@ -148,3 +151,24 @@ async def test_without_files_javascript_steps_stay_javascript(tmp_path: Path) ->
 
     assert result.answer == "42" and [s.tool for s in result.steps] == ["javascript_execute"]
     assert not of_type(sink.events, "plan_to_code")
+
+
+async def test_a_look_up_of_the_users_files_planned_with_python_is_not_declined(
+    workspace: FolderWorkspace,
+) -> None:
+    """A task declared look_up needs a tool that reads data; python_execute on the workspace
+    reads the user's files, and the plan's prompt says which tools can look up."""
+    code = "import csv\nlen(list(csv.DictReader(open('orders.csv'))))"
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([step("s1", "python_execute", {"code": code})], needs="look_up")}
+    )
+    files = await workspace.files()
+    python = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files)
+    agent, _ = make_agent(llm, *default_tools(), python, config=SMALL_CONFIG)
+
+    result = await agent.task("How many orders are in orders.csv?")
+
+    assert result.state is AgentState.COMPLETED, result.error
+    assert result.answer == "3"
+    system = next(m for m, call in llm.calls if call.purpose == "plan")[0]["content"]
+    assert "a server's tool or python_execute can look up" in system
