@@ -118,7 +118,26 @@ def unusable_answer(answer: str, instructions: Iterable[str], question: str) -> 
         return "the model's answer repeats the agent's instructions instead of answering"
     if repeats_itself(answer):
         return "the model's answer repeats one phrase over and over instead of answering"
+    if asks_back(answer, question):
+        return "the model's answer is the question again, not an answer to it"
     return None
+
+
+def asks_back(answer: str, question: str) -> bool:
+    """True when ``answer`` is ``question`` again, apart from case, spacing and punctuation,
+    or all but a tenth of it (an echo, in any language). A short question may be answered by
+    its own words ("hello" with "Hello."): it takes one of 8 letters or more (as many as a
+    short Chinese question has characters)."""
+    said, asked = _letters_only(answer), _letters_only(question)
+    if not said or len(asked) < 8:
+        return False
+    shorter, longer = sorted((said, asked), key=len)
+    return shorter in longer and len(shorter) >= 0.9 * len(longer)
+
+
+def _letters_only(text: str) -> str:
+    """``text`` without case, spaces or punctuation (what an echo keeps of it)."""
+    return "".join(char for char in text.casefold() if char.isalnum())
 
 
 # The data a question gives: quoted text, web addresses, and numbers, those of dates and times

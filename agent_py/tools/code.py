@@ -215,7 +215,9 @@ class CodeTool(ToolBase, Generic[RunnerT]):
 
     def refuse_constant_code(self, code: str) -> None:
         """Raises ToolError when ``code`` only gives back numbers written into it (or text,
-        with ``refuse_constant_text``), itself or from a function of no parameters."""
+        with ``refuse_constant_text``), itself or from a function of no parameters, its
+        comments aside (``return 10.00; // Replace with the actual cost``)."""
+        code = "\n".join(_before_comment(line) for line in code.splitlines())
         code = _unwrapped(code)
         code = _named_literal(code) or code
         if _CONSTANT_CODE.fullmatch(code):

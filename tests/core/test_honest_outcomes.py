@@ -163,6 +163,26 @@ async def test_a_run_with_some_failed_steps_completes_and_names_them() -> None:
     assert final.meta["failed_steps"] == ["s1"]
 
 
+@pytest.mark.parametrize(
+    ("answer", "echo"),
+    [
+        # The question back (the answer call's reply on a long page), a space added.
+        ("In which year was the bridge on http://a.test/ bridge.html opened?", True),
+        ("in which year was the bridge on http://a.test/bridge.html opened", True),
+        ("这座桥是哪一年开通的？", True),
+        ("It opened in 1931.", False),
+        ("bridge", False),  # a word of the question is no echo
+    ],
+)
+def test_the_question_given_back_is_no_answer(answer: str, echo: bool) -> None:
+    from agent_py.core.answer_checks import asks_back
+
+    question = "In which year was the bridge on http://a.test/bridge.html opened?"
+    if answer.startswith("这"):
+        question = "这座桥是哪一年开通的?"
+    assert asks_back(answer, question) is echo
+
+
 def test_echo_detection_needs_a_run_of_words_not_a_shared_word() -> None:
     instructions = [render("plan_system", tools="", input_rule="", reply_format="")]
     assert not echoes_instructions("The task is done: 42.", instructions)

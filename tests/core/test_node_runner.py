@@ -223,6 +223,8 @@ class CountingRunner:
         "function total() { return 11; }\nreturn total();",
         "async function main() { return 11; }\nconsole.log(await main());",
         "const days = 42;\nreturn days;",
+        # Comments change nothing: the number is still only written in (a guess).
+        "function cost() {\n  // Assuming the cost is given\n  return 10.00; // Replace it\n}",
     ],
 )
 async def test_code_that_only_gives_back_numbers_written_into_it_is_refused(code: str) -> None:
