@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_py.core.checks import Seen, Stage, first_refusal
+from agent_py.core.checks.needs_a_tool import unsupplied
 from agent_py.core.decline import DECLINE_TOOL, TaskDeclined, declined_because
 from agent_py.core.events import EventType
 from agent_py.core.execution import CallMemory
@@ -41,6 +42,7 @@ def adopt(
     reads_data: Callable[[str], bool] = lambda name: False,
     code_tool_for: Callable[[str, str], str | None] = lambda tool, text: None,
     files_tool_for: Callable[[str], str | None] = lambda tool: None,
+    reader_of: Callable[[str], str | None] = lambda question: None,
 ) -> PlanSchema:
     """``plan`` as it will run, added to the run's ``plans`` (which it follows); raises
     TaskDeclined when a step declines the task, or a check of the plan stage refuses it (a
@@ -48,16 +50,32 @@ def adopt(
     ``own_tool``). ``code_tool_for(tool, text)``: the code tool that computes what a step
     of ``tool`` (with ``text`` its input) was to compute, where ``tool`` only writes, or None
     (see :func:`computed_by_code`). ``files_tool_for(tool)``: the code tool that sees the
-    user's files, for a step of the code tool ``tool`` that does not (see :func:`on_files`)."""
-    declined = decline_reason(plan, own_tool, question, reads_data)
-    if declined is not None:
-        plans.append(plan)
-        raise TaskDeclined(declined)
+    user's files, for a step of the code tool ``tool`` that does not (see :func:`on_files`).
+    ``reader_of(question)``: the code tool that opens a file of the user's that ``question``
+    names, or None (see :func:`files_looked_up`)."""
 
     def report(kind: EventType, key: str, changes: dict[str, str], text: Callable[[], str]) -> None:
         if changes:
             meta: dict[str, Any] = {key: changes}
             recorder.emit(kind, text(), **meta)
+
+    reader = reader_of(question)
+    if reader is not None:
+        plan, read_by = files_looked_up(plan, reader, own_tool, question, reads_data)
+        report(
+            EventType.PLAN_TO_CODE,
+            "moved",
+            read_by,
+            lambda: (
+                "a look-up of the user's files planned on tools that cannot open them goes "
+                "to the code tool that can: "
+                + ", ".join(f"{step} to {tool}" for step, tool in read_by.items())
+            ),
+        )
+    declined = decline_reason(plan, own_tool, question, reads_data)
+    if declined is not None:
+        plans.append(plan)
+        raise TaskDeclined(declined)
 
     plan, cut = cut_runaway_inputs(plan, plan_shape)
     report(
@@ -142,6 +160,36 @@ def decline_reason(
     seen = Seen(question=question, plan=plan, own_tool=own_tool, reads_data=reads_data)
     refused = first_refusal(Stage.PLAN, None, seen)
     return declined_because(refused) if refused is not None else None
+
+
+def files_looked_up(
+    plan: PlanSchema,
+    reader: str,
+    own_tool: Callable[[str], bool],
+    question: str,
+    reads_data: Callable[[str], bool],
+) -> tuple[PlanSchema, dict[str, str]]:
+    """``plan`` with the steps of each look-up task that no tool of it can do (the writer
+    asked for a file's last line) moved to ``reader``, the code tool that opens the file the
+    question names, their code written afresh by a code call; and ``{step id: reader}``.
+    Only for a question that names a file of the user's (its name, in any language): a
+    look-up of anything else stays refused (:mod:`agent_py.core.checks.needs_a_tool`)."""
+    seen = Seen(question=question, plan=plan, own_tool=own_tool, reads_data=reads_data)
+    unread = {id(task) for task in unsupplied(seen) if task.needs is Needs.LOOK_UP}
+    if not unread:
+        return plan, {}
+    moved: dict[str, str] = {}
+    tasks = []
+    for task in plan.tasks:
+        if id(task) in unread:
+            moved.update({step.step_id: reader for step in task.steps})
+            steps = [
+                step.model_copy(update={"tool_name": reader, "input": None, "arguments": None})
+                for step in task.steps
+            ]
+            task = task.model_copy(update={"steps": steps})
+        tasks.append(task)
+    return plan.model_copy(update={"tasks": tasks}), moved
 
 
 def computed_by_code(

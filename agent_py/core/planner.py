@@ -145,6 +145,19 @@ class PlanAndRethink:
             return None
         return next((t.name for t in self.registry if t.sees_files), None)
 
+    def _reader_of(self, question: str) -> str | None:
+        """The code tool that opens a file of the user's that ``question`` names (by its
+        name, whatever the language around it), or None."""
+        asked = question.casefold()
+        return next(
+            (
+                tool.name
+                for tool in self.registry
+                if tool.sees_files and any(name.casefold() in asked for name in tool.file_names)
+            ),
+            None,
+        )
+
     def plan_schema(self) -> dict[str, object]:
         return self.turns.plan_schema()
 
@@ -532,6 +545,7 @@ class PlanAndRethink:
             recorder=self.recorder,
             code_tool_for=self._code_tool_for,
             files_tool_for=self._files_tool_for,
+            reader_of=self._reader_of,
             reads_data=self._reads_data,
         )
         self.turns.focus_on(run.plans, conversation)

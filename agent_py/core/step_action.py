@@ -348,6 +348,7 @@ class StepAction:
                     results=f"Results so far:\n{brief.results_digest}"
                     if brief.results_digest
                     else "",
+                    files=self.tool.code_context,
                     failed=render("code_failed_before", error=brief.failed_before[:FAILURE_CHARS])
                     if brief.failed_before
                     else "",

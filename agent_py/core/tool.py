@@ -88,6 +88,12 @@ class ToolBase(ABC):
     sees_files: bool = False
     """True for a code tool whose code opens the user's files by name (python_execute on a
     workspace that holds some): the plan's other code steps go to it."""
+    file_names: tuple[str, ...] = ()
+    """The user's files such a tool's code opens by name: a look-up of one of them that the
+    plan gave the writer goes to it."""
+    code_context: str = ""
+    """What a code call for this tool is told besides the step: how the user's files begin
+    (their columns, their format), so code uses the names the data has."""
 
     @abstractmethod
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:

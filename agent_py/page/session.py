@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -38,7 +38,7 @@ from agent_py.page.workspace import PageWorkspace
 from agent_py.tools.files import ListFiles, ReadFile
 from agent_py.tools.javascript import JavascriptExecutor
 from agent_py.tools.llm_generator import LLMGenerator
-from agent_py.tools.python import PythonExecutor
+from agent_py.tools.python import PythonExecutor, file_heads
 
 if TYPE_CHECKING:
     from agent_py.page.http import HttpBridge
@@ -250,7 +250,7 @@ class PageSession:
             return []
         if not files:
             return []
-        python = self._python_tool(files)
+        python = self._python_tool(files, await file_heads(self.workspace, files))
         return [ListFiles(self.workspace), ReadFile(self.workspace, files), python]
 
     def _page_tools(self, question: str) -> list[ToolBase]:
@@ -266,14 +266,18 @@ class PageSession:
 
         return [FetchPage(BrowserPages(self._bridge, self._http))]
 
-    def _python_tool(self, files: Sequence[WorkspaceFile] = ()) -> PythonExecutor:
+    def _python_tool(
+        self, files: Sequence[WorkspaceFile] = (), heads: Mapping[str, str] | None = None
+    ) -> PythonExecutor:
         """python_execute on the workspace: its files in the code's folder (named in the
-        description when there are some), what the code writes under out/ kept in it."""
+        description when there are some, and how they begin shown to its code calls), what
+        the code writes under out/ kept in it."""
         strategy = self._settings.agent_config().strategy
         return PythonExecutor(
             self._python,
             workspace=self.workspace,
             files=files,
+            heads=heads,
             timeout_s=self._settings.js_timeout_s,
             refuse_constant_text=strategy.refuse_constant_text,
             caret_is_power=strategy.caret_is_power,

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -103,6 +104,40 @@ INPUT_BYTES = 16 * 1024 * 1024
 """The most of the workspace one call copies into the sandbox: files past it are left out
 (and the code is told, if it opens one)."""
 LISTED_FILES = 12
+HEAD_LINES = 3  # the lines of each text file a code call is shown
+HEAD_LINE_CHARS = 200
+_HEAD_BYTES = 8 * 1024
+
+
+def text_head(data: bytes) -> str | None:
+    """The first lines of ``data`` as text (each cut to HEAD_LINE_CHARS), or None when it is
+    no UTF-8 text (an image, a zip)."""
+    try:
+        text = codecs.getincrementaldecoder("utf-8-sig")().decode(data[:_HEAD_BYTES])
+    except UnicodeDecodeError:
+        return None
+    if "\x00" in text:
+        return None
+    lines = text.splitlines()[:HEAD_LINES]
+    return "\n".join(line[:HEAD_LINE_CHARS] for line in lines)
+
+
+async def file_heads(workspace: Workspace, files: Sequence[WorkspaceFile]) -> dict[str, str]:
+    """How each of the first LISTED_FILES text files begins (name to its first lines): a
+    code call that sees the columns a CSV has uses them, and one whose column is not there
+    can say so. A file that cannot be read is left out; its read fails later, with why."""
+    heads = {}
+    for file in files[:LISTED_FILES]:
+        if file.size > INPUT_BYTES:
+            continue
+        try:
+            head = text_head(await workspace.read(file.name))
+        except WorkspaceError:
+            continue
+        if head:
+            heads[file.name] = head
+    return heads
+
 
 _DESCRIPTION_WITH_FILES = (
     "Runs Python 3 (standard library only: csv, json, statistics, re, datetime; no numpy or "
@@ -143,12 +178,15 @@ class PythonExecutor(CodeTool[PyRunner]):
         *,
         workspace: Workspace | None = None,
         files: Sequence[WorkspaceFile] = (),
+        heads: Mapping[str, str] | None = None,
         **options: Any,
     ) -> None:
         """``workspace``: the user's files, copied into each call's folder, and where what
         the code writes under out/ is kept; ``files``, what it holds now, named in the
         description (names and sizes, never contents). A workspace without files keeps the
-        description of a sandbox without them (what the code writes under out/ is kept)."""
+        description of a sandbox without them (what the code writes under out/ is kept).
+        ``heads``: how files begin (:func:`file_heads`), shown to its code calls only (the
+        plan's prompt stays short)."""
         super().__init__(runner, **options)
         self.workspace = workspace
         if workspace is not None and files:
@@ -157,14 +195,20 @@ class PythonExecutor(CodeTool[PyRunner]):
             self.description = f"{_DESCRIPTION_WITH_FILES} The files: {shown}{more}."
             self.sees_files = True
             self.reads_data = True  # a look-up of the user's files can be done here
+            self.file_names = tuple(f.name for f in files)
             # What the code call is told of its input (the code prompt shows no description).
             names = ", ".join(f.name for f in files[:LISTED_FILES])
             self.input_schema = code_input_schema(
                 "Python code, standard library only (csv, json, statistics, re, datetime; "
                 f"there is no pandas or numpy), that opens the user's files by name ({names}) "
                 "and writes any file for the user under out/; end with an expression (or "
-                "print) for the result"
+                "print) for the result. When the data lacks what the step needs (a column, a "
+                "field), raise an error that says what is missing: never print a stand-in"
             )
+            if heads:
+                self.code_context = "How the user's files begin:\n" + "\n".join(
+                    f"{name}:\n{head}" for name, head in heads.items()
+                )
 
     async def _workspace_files(self) -> tuple[dict[str, bytes] | None, list[str]]:
         """The workspace's files for the sandbox (None without a workspace), and the names of

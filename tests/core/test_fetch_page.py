@@ -1,5 +1,5 @@
 """fetch_page's own rules, over an explicit test fetcher (the page's real fetch and reader run
-in tests/web/test_fetch_page.py): what is refused before any request, what an answer that is
+in tests/web/test_page_reader.py): what is refused before any request, what an answer that is
 no page gives, how a long text is cut, and that the page's text is framed as data with this
 agent's tags broken."""
 

@@ -5,6 +5,7 @@ nothing else it does reaches the workspace."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any, cast
 
@@ -15,7 +16,7 @@ from agent_py import AgentConfig, AgentState, ScriptedLLM
 from agent_py.core.profiles import SMALL
 from agent_py.core.tool import ToolContext, ToolError, ToolResult
 from agent_py.core.workspace import FolderWorkspace
-from agent_py.tools.python import PythonExecutor
+from agent_py.tools.python import PythonExecutor, file_heads
 from agent_py.tools.python_runner import SubprocessPyRunner
 
 CTX = ToolContext(model=cast(Any, None))  # python_execute asks no model
@@ -172,3 +173,107 @@ async def test_a_look_up_of_the_users_files_planned_with_python_is_not_declined(
     assert result.answer == "3"
     system = next(m for m, call in llm.calls if call.purpose == "plan")[0]["content"]
     assert "a server's tool or python_execute can look up" in system
+
+
+async def test_the_code_call_is_shown_how_the_users_text_files_begin(tmp_path: Path) -> None:
+    """The columns the data has, in the code call only: code that sums a column uses its
+    real name, and code asked for a column that is not there can say so."""
+    (tmp_path / "orders.csv").write_text(ORDERS)
+    (tmp_path / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    (tmp_path / "long.txt").write_text("x" * 500 + "\nsecond\nthird\nfourth\n")
+    workspace = FolderWorkspace(tmp_path)
+    files = await workspace.files()
+    heads = await file_heads(workspace, files)
+    assert heads == {
+        "orders.csv": "order,amount\nA-1,12.50\nA-2,7.25",
+        "long.txt": "x" * 200 + "\nsecond\nthird",
+    }
+    python = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files, heads=heads)
+    code = "import csv\nsum(float(r['amount']) for r in csv.DictReader(open('orders.csv')))"
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "python_execute", {})], needs="compute"),
+            "arguments": f"```python\n{code}\n```",
+        }
+    )
+    agent, _ = make_agent(llm, *default_tools(), python, config=SMALL_CONFIG)
+
+    result = await agent.task("What is the total of the amount column in orders.csv?")
+
+    assert result.answer == "49.75", result.error
+    plan_prompt = json.dumps(next(m for m, call in llm.calls if call.purpose == "plan"))
+    code_prompt = json.dumps(next(m for m, call in llm.calls if call.purpose == "arguments"))
+    assert "A-2,7.25" in code_prompt and "orders.csv:\\norder,amount" in code_prompt
+    assert "A-2,7.25" not in plan_prompt  # the plan's prompt stays as short as it was
+    assert "raise an error that says what is missing" in code_prompt
+
+
+async def test_code_on_a_column_the_file_lacks_fails_the_run_with_the_error(
+    workspace: FolderWorkspace,
+) -> None:
+    code = "import csv\nsum(float(r['discount']) for r in csv.DictReader(open('orders.csv')))"
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "python_execute", {"code": code})], needs="compute"),
+            "arguments": f"```python\n{code}\n```",  # the code call writes it the same
+        }
+    )
+    python = PythonExecutor(
+        SubprocessPyRunner(), workspace=workspace, files=await workspace.files()
+    )
+    agent, _ = make_agent(llm, *default_tools(), python, config=SMALL_CONFIG)
+
+    result = await agent.task("What is the total of the discount column in orders.csv?")
+
+    assert result.state is AgentState.FAILED and not result.answer
+    assert "KeyError: 'discount'" in (result.error or "")
+
+
+async def test_a_look_up_of_a_named_file_planned_on_the_writer_goes_to_python(
+    workspace: FolderWorkspace,
+) -> None:
+    """The writer cannot open files: a look-up task planned on it, in a question that names
+    one of the user's files (here in Chinese around the name), runs as python_execute."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [step("s1", "llm_generator", {"prompt": "return orders.csv.split('\\n').last();"})],
+                needs="look_up",
+            ),
+            "arguments": "```python\nopen('orders.csv').read().splitlines()[-1]\n```",
+        }
+    )
+    python = PythonExecutor(
+        SubprocessPyRunner(), workspace=workspace, files=await workspace.files()
+    )
+    agent, sink = make_agent(llm, *default_tools(), python, config=SMALL_CONFIG)
+
+    result = await agent.task("orders.csv 的最后一行是什么？")
+
+    assert result.state is AgentState.COMPLETED, result.error
+    assert result.answer == "A-3,30"
+    assert of_type(sink.events, "plan_to_code")[0].meta["moved"] == {"s1": "python_execute"}
+
+
+async def test_a_look_up_of_anything_but_a_named_file_stays_declined(
+    workspace: FolderWorkspace,
+) -> None:
+    """With files in the workspace, a look-up of live data the writer was to make up is still
+    no task for python: the run ends failed, saying no tool here can do it."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [step("s1", "llm_generator", {"prompt": "Today's weather"})], needs="look_up"
+            )
+        }
+    )
+    python = PythonExecutor(
+        SubprocessPyRunner(), workspace=workspace, files=await workspace.files()
+    )
+    agent, sink = make_agent(llm, *default_tools(), python, config=SMALL_CONFIG)
+
+    result = await agent.task("What is the weather in Paris today?")
+
+    assert result.state is AgentState.FAILED
+    assert "no tool here can do that" in (result.error or "")
+    assert not of_type(sink.events, "plan_to_code")

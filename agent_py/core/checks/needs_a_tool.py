@@ -9,7 +9,7 @@ what each task needs in the plan (``TaskSchema.needs``); this compares it with t
 from __future__ import annotations
 
 from agent_py.core.checks.base import Check, Seen, Stage
-from agent_py.core.plan import Needs, step_references
+from agent_py.core.plan import Needs, TaskSchema, step_references
 
 _WHAT = {
     Needs.LOOK_UP: "data from outside this page (a page, a file, live data, a server's records)",
@@ -17,15 +17,18 @@ _WHAT = {
 }
 
 
-def run(seen: Seen) -> str | None:
+def unsupplied(seen: Seen) -> list[TaskSchema]:
+    """The plan's tasks declared to look up or act whose steps only use the agent's own tools
+    that cannot: not reading the user's data, nor working on what an earlier step read."""
     if seen.plan is None:
-        return None
+        return []
     # The steps that can look something up: a remote tool's, or one that reads the user's data.
     looking = {
         s.step_id
         for s in seen.plan.steps()
         if not seen.own_tool(s.tool_name) or seen.reads_data(s.tool_name)
     }
+    tasks = []
     for task in seen.plan.tasks:
         if task.needs not in _WHAT or not all(seen.own_tool(s.tool_name) for s in task.steps):
             continue
@@ -33,6 +36,13 @@ def run(seen: Seen) -> str | None:
             s.step_id in looking or looking.intersection(step_references(s)) for s in task.steps
         ):
             continue  # it looks up here, or works on what an earlier step looked up
+        tasks.append(task)
+    return tasks
+
+
+def run(seen: Seen) -> str | None:
+    for task in unsupplied(seen):
+        assert task.needs is not None  # unsupplied tasks declared what they need
         names = ", ".join(dict.fromkeys(step.tool_name for step in task.steps))
         return (
             f"task '{task.task_goal}' needs {_WHAT[task.needs]}, and no tool here can do that "
