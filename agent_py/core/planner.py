@@ -355,9 +355,21 @@ class PlanAndRethink:
             asked=tuple(text for turn in earlier_turns for text in (turn.question, turn.answer)),
             results=data,
             answer=final,
+            computed=self._computed_last(run),
             kind=run.answer_kind(),
         )
         return first_refusal(Stage.ANSWER, self.strategy, seen)
+
+    def _computed_last(self, run: PlanRun) -> ToolResult | None:
+        """The result of the last plan's last step when it is code that ran, else None."""
+        if not run.plans or not run.plans[-1].tasks or not run.plans[-1].tasks[-1].steps:
+            return None
+        last = run.plans[-1].tasks[-1].steps[-1]
+        tool = self.registry.get(last.tool_name)
+        if tool is None or tool.code_language is None:
+            return None
+        ran = [o for o in run.outcomes if o.step.step_id == last.step_id]
+        return ran[-1].result if ran and ran[-1].ok else None
 
     async def prefill(self) -> Usage | None:
         """Prefill the plan call's fixed part into the engine's cache (PlanTurns.prefill)."""

@@ -12,6 +12,7 @@ from support import make_agent, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, JavascriptExecutor, ScriptedLLM
 from agent_py.core.checks import CHECKS, Seen, Stage
+from agent_py.core.checks.computed_dropped import run as computed_dropped
 from agent_py.core.checks.data_cut_short import pieces_of_quoted
 from agent_py.core.checks.description_as_value import described_not_given
 from agent_py.core.checks.grounded_arguments import arguments_from_nowhere
@@ -159,6 +160,8 @@ def test_grounded_arguments_takes_what_the_task_implies_and_refuses_what_it_does
         ("It took 3.5 h", ["any"], ["3.5"]),
         ("Contents of http://127.0.0.1:8000/menu.html", ["Contents of 127.0.0.1:8000"], []),
         ("Version 2.4.1 is out", ["the news"], ["2.4.1"]),
+        ("Order 1004 paid 63.10", ["order,amount\n1004,63.10"], []),  # a CSV row's cells
+        ("It paid 4.10", ["order,amount\n1004,63.10"], ["4.10"]),
     ],
 )
 def test_made_up_numbers_are_those_no_source_holds(
@@ -182,6 +185,30 @@ def test_a_date_answer_may_write_a_month_or_an_hour_as_its_number() -> None:
     number = replace(dated, answer="12 books", kind=AnswerKind.NUMBER, results=dated.results)
     assert made_up_numbers(number) is not None  # a count is not a calendar's part
     assert made_up_numbers(replace(dated, answer="12月28日")) is not None  # nor is another day
+
+
+def test_computed_dropped_is_a_number_answer_holding_nothing_the_last_code_computed() -> None:
+    """Seen (the 0.5B model): the code printed 0 for a column that is not there, and the
+    answer took an order's amount from the file the run had read."""
+    data = (ToolResult("order,amount\n1004,63.10\n"),)
+    dropped = Seen(
+        question="What is the total of the discount column in orders.csv?",
+        results=data,
+        answer="The total of the discount column is 63.10.",
+        computed=ToolResult("stdout:\n0", data="0"),
+        kind=AnswerKind.NUMBER,
+    )
+    reason = computed_dropped(dropped)
+    assert reason is not None and "63.10" in reason and "'0'" in reason
+    # What the code computed, in the answer's own words and rounding, with other numbers.
+    kept = replace(dropped, computed=ToolResult("173.25000000000003", data=173.25000000000003))
+    assert computed_dropped(replace(kept, answer="6 orders: 173.25 in all")) is None
+    assert computed_dropped(replace(kept, answer="总额是 173,25")) is None
+    # Not a number question, no code last, code that gave text, or only the task's numbers.
+    assert computed_dropped(replace(dropped, kind=AnswerKind.TEXT)) is None
+    assert computed_dropped(replace(dropped, computed=None)) is None
+    assert computed_dropped(replace(dropped, computed=ToolResult("Lena", data="Lena"))) is None
+    assert computed_dropped(replace(dropped, question="Is 1004 an order?", answer="1004")) is None
 
 
 async def test_a_writer_that_stands_in_for_a_failed_fetch_is_not_the_answer() -> None:

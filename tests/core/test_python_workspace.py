@@ -16,6 +16,7 @@ from agent_py import AgentConfig, AgentState, ScriptedLLM
 from agent_py.core.profiles import SMALL
 from agent_py.core.tool import ToolContext, ToolError, ToolResult
 from agent_py.core.workspace import FolderWorkspace
+from agent_py.tools.files import ReadFile
 from agent_py.tools.python import PythonExecutor, file_heads
 from agent_py.tools.python_runner import SubprocessPyRunner
 
@@ -277,3 +278,37 @@ async def test_a_look_up_of_anything_but_a_named_file_stays_declined(
     assert result.state is AgentState.FAILED
     assert "no tool here can do that" in (result.error or "")
     assert not of_type(sink.events, "plan_to_code")
+
+
+async def test_an_answer_that_drops_what_the_code_computed_for_a_number_of_the_file_fails(
+    workspace: FolderWorkspace,
+) -> None:
+    """The code found nothing to sum and printed 0; the answer call took 12.50 from the file
+    read beside it. The run ends failed, saying what was computed."""
+    code = (
+        "import csv\n"
+        "print(sum(float(r.get('discount') or 0) for r in csv.DictReader(open('orders.csv'))))"
+    )
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [
+                    step("s1", "read_file", {"path": "orders.csv"}),
+                    step("s2", "python_execute", {"code": code}),
+                ],
+                answer="number",
+                needs="compute",
+            ),
+            "answer": "The total of the discount column is 12.50.",
+        }
+    )
+    files = await workspace.files()
+    python = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files)
+    agent, _ = make_agent(
+        llm, *default_tools(), ReadFile(workspace, files), python, config=SMALL_CONFIG
+    )
+
+    result = await agent.task("What is the total of the discount column in orders.csv?")
+
+    assert result.state is AgentState.FAILED, result.answer
+    assert "12.50" in (result.error or "") and "computed '0" in (result.error or "")

@@ -16,6 +16,7 @@ from typing import Any
 from agent_py.core.checks import (
     answer_kind,
     caught_failure,
+    computed_dropped,
     data_cut_short,
     description_as_value,
     earlier_question_as_data,
@@ -44,6 +45,7 @@ CHECKS: tuple[Check, ...] = (
     caught_failure.CHECK,
     answer_kind.CHECK,
     made_up_numbers.CHECK,
+    computed_dropped.CHECK,
 )
 
 

@@ -37,6 +37,9 @@ class Seen:
     """Results of the steps that worked; at the answer stage only those of tools that do not
     ask the model (code and remote tools): data, where the writer's text is the model's own."""
     answer: str | None = None
+    computed: ToolResult | None = None
+    """At the answer stage, the result of the plan's last step when that step is code that
+    ran: what the run computed last."""
     kind: AnswerKind | None = None
     """What the question wants back, as the plan declared it."""
     meta: dict[str, Any] = field(default_factory=dict)

@@ -26,11 +26,12 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 def number_values(text: str) -> set[float]:
     """The numbers written in ``text`` in digits, each read as it may be meant: "1,200" as
-    1200 and 1.2, "09" as 9."""
+    1200 and 1.2, "09" as 9, and a CSV row's "1004,63.10" as its two cells too."""
     values: set[float] = set()
     for match in _NUMBER.finditer(text):
         written = match.group()
-        for reading in {written.replace(",", ""), written.replace(",", ".")}:
+        cells = written.split(",") if "," in written else []
+        for reading in {written.replace(",", ""), written.replace(",", "."), *cells}:
             try:
                 values.add(float(reading))
             except ValueError:
