@@ -16,6 +16,7 @@ from agent_py.core.events import EventType
 from agent_py.core.execution import CallMemory
 from agent_py.core.history import EventRecorder
 from agent_py.core.plan import (
+    AnswerKind,
     Needs,
     PlanSchema,
     PlanShape,
@@ -43,6 +44,7 @@ def adopt(
     code_tool_for: Callable[[str, str], str | None] = lambda tool, text: None,
     files_tool_for: Callable[[str], str | None] = lambda tool: None,
     reader_of: Callable[[str], str | None] = lambda question: None,
+    files_code: str | None = None,
 ) -> PlanSchema:
     """``plan`` as it will run, added to the run's ``plans`` (which it follows); raises
     TaskDeclined when a step declines the task, or a check of the plan stage refuses it (a
@@ -52,7 +54,8 @@ def adopt(
     (see :func:`computed_by_code`). ``files_tool_for(tool)``: the code tool that sees the
     user's files, for a step of the code tool ``tool`` that does not (see :func:`on_files`).
     ``reader_of(question)``: the code tool that opens a file of the user's that ``question``
-    names, or None (see :func:`files_looked_up`)."""
+    names, or None (see :func:`files_looked_up`). ``files_code``: the code tool that opens
+    the user's files, if one is here (see :func:`counted_by_code`)."""
 
     def report(kind: EventType, key: str, changes: dict[str, str], text: Callable[[], str]) -> None:
         if changes:
@@ -128,6 +131,19 @@ def adopt(
                 + ", ".join(f"{dropped} into {kept}" for dropped, kept in merged.items())
             ),
         )
+    if files_code is not None:
+        plan, added = counted_by_code(
+            plan, files_code, lambda name: reads_data(name) and not takes_code(name)
+        )
+        report(
+            EventType.PLAN_TO_CODE,
+            "added",
+            added,
+            lambda: (
+                "a number from the user's files is computed by code, not by the answer's "
+                "writer: " + ", ".join(f"{step} added, of {tool}" for step, tool in added.items())
+            ),
+        )
     taken = {step.step_id for earlier in plans for step in earlier.steps()}
     plan, renamed = rename_reused_ids(plan, taken)
     report(
@@ -190,6 +206,27 @@ def files_looked_up(
             task = task.model_copy(update={"steps": steps})
         tasks.append(task)
     return plan.model_copy(update={"tasks": tasks}), moved
+
+
+def counted_by_code(
+    plan: PlanSchema, files_code: str, only_reads: Callable[[str], bool]
+) -> tuple[PlanSchema, dict[str, str]]:
+    """``plan`` with a step of ``files_code`` (the code tool that opens the user's files)
+    after its last task, when the plan declared a number for its answer and that task only
+    reads (``only_reads``: ``read_file``, ``list_files``); and ``{new step id: files_code}``.
+    The answer's writer would compute the number from the text it was shown, and a small
+    model does that badly (6.0 for the mean of 4.5, 6.0 and 3.5, a value of the file), while
+    the code call writes code that opens the file and computes it."""
+    last = plan.tasks[-1]
+    if plan.answer is not AnswerKind.NUMBER or not all(only_reads(s.tool_name) for s in last.steps):
+        return plan, {}
+    taken = {step.step_id for step in plan.steps()}
+    number = len(taken) + 1
+    while f"s{number}" in taken:
+        number += 1
+    added = StepSchema(step_id=f"s{number}", step_goal=last.task_goal, tool_name=files_code)
+    task = last.model_copy(update={"steps": [*last.steps, added]})
+    return plan.model_copy(update={"tasks": [*plan.tasks[:-1], task]}), {added.step_id: files_code}
 
 
 def computed_by_code(

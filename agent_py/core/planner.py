@@ -558,6 +558,7 @@ class PlanAndRethink:
             code_tool_for=self._code_tool_for,
             files_tool_for=self._files_tool_for,
             reader_of=self._reader_of,
+            files_code=next((t.name for t in self.registry if t.sees_files), None),
             reads_data=self._reads_data,
         )
         self.turns.focus_on(run.plans, conversation)

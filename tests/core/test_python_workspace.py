@@ -312,3 +312,57 @@ async def test_an_answer_that_drops_what_the_code_computed_for_a_number_of_the_f
 
     assert result.state is AgentState.FAILED, result.answer
     assert "12.50" in (result.error or "") and "computed '0" in (result.error or "")
+
+
+async def test_a_number_from_a_file_the_plan_only_read_is_computed_by_code(
+    workspace: FolderWorkspace,
+) -> None:
+    """Seen (0.5B): the plan only read the file and the answer's writer gave a value of it
+    for the mean. A number answer from read files gets a code step that computes it."""
+    code = "import csv\nsum(float(r['amount']) for r in csv.DictReader(open('orders.csv')))"
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [step("s1", "read_file", {"path": "orders.csv"})], answer="number", needs="look_up"
+            ),
+            "arguments": f"```python\n{code}\n```",
+            "answer": "Die Summe ist 49,75.",
+        }
+    )
+    files = await workspace.files()
+    python = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files)
+    agent, sink = make_agent(
+        llm, *default_tools(), ReadFile(workspace, files), python, config=SMALL_CONFIG
+    )
+
+    result = await agent.task("Wie hoch ist die Summe der Beträge in orders.csv?")
+
+    assert result.state is AgentState.COMPLETED, result.error
+    assert result.answer == "Die Summe ist 49,75."
+    assert "49.75" in result.steps[-1].output
+    assert of_type(sink.events, "plan_to_code")[0].meta["added"] == {"s2": "python_execute"}
+    assert [s.tool for s in result.steps] == ["read_file", "python_execute"]
+
+
+async def test_a_text_answer_from_a_read_file_gets_no_code_step(
+    workspace: FolderWorkspace,
+) -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [step("s1", "read_file", {"path": "orders.csv"})], answer="text", needs="look_up"
+            ),
+            "answer": "It lists three orders, A-1 to A-3.",
+        }
+    )
+    files = await workspace.files()
+    python = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files)
+    agent, sink = make_agent(
+        llm, *default_tools(), ReadFile(workspace, files), python, config=SMALL_CONFIG
+    )
+
+    result = await agent.task("What is orders.csv about?")
+
+    assert result.state is AgentState.COMPLETED, result.error
+    assert [s.tool for s in result.steps] == ["read_file"]
+    assert not of_type(sink.events, "plan_to_code")
