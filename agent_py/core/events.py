@@ -61,6 +61,9 @@ class EventType(StrEnum):
     # steps of a task declared "compute" that the writer was to do go to a code tool
     # (meta.moved: {step id: the code tool})
     PLAN_TO_CODE = "plan_to_code"
+    # steps that use a result of their own task run in a task after it (meta.ordered: {step
+    # id: the task it runs in})
+    PLAN_ORDERED = "plan_ordered"
     STEP_STARTED = "step_started"
     STEP_THINKING = "step_thinking"  # the step asks the model for its arguments
     STEP_PROGRESS = "step_progress"

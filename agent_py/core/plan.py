@@ -6,6 +6,7 @@ belongs in a later task and refers to it as ``${step_id}``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -356,6 +357,59 @@ def rename_reused_ids(plan: PlanSchema, taken: set[str]) -> tuple[PlanSchema, di
     if not renamed:
         return plan, {}
     return plan.model_copy(update={"tasks": tasks}), renamed
+
+
+def order_by_references(plan: PlanSchema) -> tuple[PlanSchema, dict[str, str]]:
+    """``plan`` with each task whose steps use a result of their own task (``${s1}`` in the
+    step after it) split in turns, one task each, so a step runs after the steps it uses:
+    a task's steps run together, and a step cannot wait for its neighbour. Returns the plan
+    and ``{step id: the task id it now runs in}`` for the steps that moved. The turns keep
+    the task's goal and what it needs; a cycle of references is left as planned (the step
+    fails saying what it refers to)."""
+    tasks: list[TaskSchema] = []
+    ordered: dict[str, str] = {}
+    task_ids = {task.task_id for task in plan.tasks}
+    for task in plan.tasks:
+        turns = _turns(task.steps)
+        if turns is None or len(turns) == 1:
+            tasks.append(task)
+            continue
+        for number, steps in enumerate(turns):
+            task_id = task.task_id
+            if number:
+                task_id = next(
+                    f"{task.task_id}_{n}"
+                    for n in itertools.count(number + 1)
+                    if f"{task.task_id}_{n}" not in task_ids
+                )
+                task_ids.add(task_id)
+                ordered.update({step.step_id: task_id for step in steps})
+            tasks.append(task.model_copy(update={"task_id": task_id, "steps": steps}))
+    if not ordered:
+        return plan, {}
+    return plan.model_copy(update={"tasks": tasks}), ordered
+
+
+def _turns(steps: list[StepSchema]) -> list[list[StepSchema]] | None:
+    """``steps`` in turns: each after every step of its own list it refers to; None for a
+    cycle."""
+    ids = {step.step_id for step in steps}
+    uses = {step.step_id: set(step_references(step)) & ids for step in steps}
+    turn_of: dict[str, int] = {}
+    while len(turn_of) < len(steps):
+        ready = [
+            step_id
+            for step_id, used in uses.items()
+            if step_id not in turn_of and used <= turn_of.keys()
+        ]
+        if not ready:
+            return None
+        for step_id in ready:
+            turn_of[step_id] = 1 + max((turn_of[u] for u in uses[step_id]), default=-1)
+    turns: list[list[StepSchema]] = [[] for _ in range(max(turn_of.values()) + 1)]
+    for step in steps:
+        turns[turn_of[step.step_id]].append(step)
+    return turns
 
 
 def step_references(step: StepSchema) -> list[str]:

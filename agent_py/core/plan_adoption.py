@@ -24,6 +24,7 @@ from agent_py.core.plan import (
     cut_runaway_inputs,
     give_copied_text_whole,
     merge_duplicate_steps,
+    order_by_references,
     rename_reused_ids,
 )
 from agent_py.core.step_action import looks_like_code
@@ -153,6 +154,16 @@ def adopt(
         lambda: (
             "new plan reuses step ids: "
             + ", ".join(f"{old} is now {new}" for old, new in renamed.items())
+        ),
+    )
+    plan, ordered = order_by_references(plan)
+    report(
+        EventType.PLAN_ORDERED,
+        "ordered",
+        ordered,
+        lambda: (
+            "steps that use a result of their own task run after it: "
+            + ", ".join(f"{step} in {task}" for step, task in ordered.items())
         ),
     )
     if plans:

@@ -379,6 +379,55 @@ async def test_step_ids_reused_by_a_new_plan_are_renamed() -> None:
     assert reflection.meta["plan"]["tasks"][0]["steps"][0]["step_id"] == "s4"
 
 
+async def test_a_step_that_uses_its_own_tasks_result_runs_after_it() -> None:
+    """A task's steps run together; a plan that fetches and works on it in one task (seen
+    from the 0.5B model, twice in a row) gets the use run in a turn of its own after it."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [
+                    step("s1", "echo", {"text": "page", "times": 1}),
+                    step("s2", "echo", {"text": "${s1} read", "times": 1}),
+                    step("s3", "echo", {"text": "aside", "times": 1}),
+                ]
+            ),
+            "rethink": CONTINUE,
+            "answer": "page read",
+        }
+    )
+    agent, sink = make_agent(llm, EchoTool())
+
+    result = await agent.task("echo things")
+
+    assert result.state is AgentState.COMPLETED, result.error
+    assert {s.step_id: s.output for s in result.steps}["s2"] == "page read"
+    assert {s.step_id: s.task_id for s in result.steps} == {"s1": "t1", "s3": "t1", "s2": "t1_2"}
+    assert [e.meta["ordered"] for e in of_type(sink.events, EventType.PLAN_ORDERED)] == [
+        {"s2": "t1_2"}
+    ]
+
+
+async def test_steps_that_use_each_other_fail_saying_what_they_refer_to() -> None:
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [
+                    step("s1", "echo", {"text": "${s2}", "times": 1}),
+                    step("s2", "echo", {"text": "${s1}", "times": 1}),
+                ]
+            ),
+            "rethink": "<status>failed</status><final>they wait on each other</final>",
+        }
+    )
+    agent, sink = make_agent(llm, EchoTool())
+
+    result = await agent.task("echo things")
+
+    assert result.state is AgentState.FAILED
+    assert "which has no result yet" in " ".join(s.output for s in result.steps)
+    assert not of_type(sink.events, EventType.PLAN_ORDERED)
+
+
 async def test_consecutive_tasks_may_repeat_a_call() -> None:
     poll = {"text": "status?", "times": 1}
     llm = ScriptedLLM.replaying(
