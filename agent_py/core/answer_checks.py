@@ -148,7 +148,8 @@ _QUOTED = re.compile(
     r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|\u201c([^\u201d\n]{1,200})\u201d"
     r"|\u2018([^\u2019\n]{1,200})\u2019(?!\w)"
 )
-_ADDRESS = re.compile(r"\bhttps?://[^\s'\"<>()]+")
+WEB_ADDRESS = re.compile(r"\bhttps?://[^\s'\"<>()]+", re.IGNORECASE)
+"""A web address (http or https), in any language's text: structure, not words."""
 _STANDS_ALONE = r"(?<![\w.,/])(?<![^\W\d]-)"  # not within a fraction, version or name
 _ENDS = r"(?![\w%/]|[.,]\d)"
 _NUMBER = re.compile(rf"{_STANDS_ALONE}(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?{_ENDS}")
@@ -166,8 +167,8 @@ def question_data(question: str) -> tuple[list[str], list[str]]:
     """The quoted texts and web addresses, and the stand-alone numbers, of ``question``."""
     quoted = [next(part for part in match.groups() if part) for match in _QUOTED.finditer(question)]
     bare = _QUOTED.sub(" ", question)
-    quoted += [match.group().rstrip(".,;:!?") for match in _ADDRESS.finditer(bare)]
-    bare = _ADDRESS.sub(" ", bare)
+    quoted += [match.group().rstrip(".,;:!?") for match in WEB_ADDRESS.finditer(bare)]
+    bare = WEB_ADDRESS.sub(" ", bare)
     numbers = list(dict.fromkeys(match.group() for match in _NUMBER.finditer(bare)))
     return [text for text in dict.fromkeys(quoted) if text.strip()], numbers
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
 from typing import Any
 
+from agent_py.core.answer_checks import WEB_ADDRESS
 from agent_py.core.decline import DECLINE_TOOL
 from agent_py.core.messages import Keep, Message, stand_ins
 from agent_py.core.plan import PlanShape
@@ -179,15 +180,12 @@ def matching_tools(registry: ToolRegistry, text: str) -> list[str]:
     frequency = Counter(word for words in names.values() for word in words)
     shared = {word for word, n in frequency.items() if n > 1}
     asked = _short_stems(text)
-    has_address = _ADDRESS.search(text) is not None
+    has_address = WEB_ADDRESS.search(text) is not None
     return [
         tool.name
         for tool in tools
         if asked & (names[tool.name] - shared) or (has_address and _takes_address(tool))
     ]
-
-
-_ADDRESS = re.compile(r"\bhttps?://\S+")
 
 
 def _takes_address(tool: ToolBase) -> bool:

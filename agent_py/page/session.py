@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from agent_py.core.agent import Agent
+from agent_py.core.answer_checks import WEB_ADDRESS
 from agent_py.core.conversation import SessionState
 from agent_py.core.decline import Decline
 from agent_py.core.errors import SetupError
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from agent_py.page.http import HttpBridge
     from agent_py.page.user import UserBridge
 
-WEB_ADDRESS = re.compile(r"\bhttps?://[^\s<>\"']+", re.IGNORECASE)
 """A web address in a task: fetch_page is offered for it."""
 SERVERS_WAIT_S = 3.0
 """How long a run waits for servers still connecting (the worker's boot waits as long,

@@ -348,6 +348,9 @@ async def test_a_number_for_a_yes_or_no_question_is_never_the_answer() -> None:
         ("19", AnswerKind.NUMBER, False),
         ("true", AnswerKind.NUMBER, True),  # a forecast "answered" true
         ("二十九", AnswerKind.NUMBER, True),
+        # Seen (0.5B, answer cut after the address): an address's digits are no number.
+        ("The club sandwich on the menu at http://127.0.0.1:8000/menu.", AnswerKind.NUMBER, True),
+        ("7.25 (http://127.0.0.1:8000/menu.html)", AnswerKind.NUMBER, False),
         ("42", AnswerKind.TEXT, False),
         ("1", None, False),  # nothing declared: nothing to hold it to
     ],

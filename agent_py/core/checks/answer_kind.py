@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from agent_py.core.answer_checks import WEB_ADDRESS
 from agent_py.core.checks.base import Check, Seen, Stage
 from agent_py.core.plan import AnswerKind
 
@@ -18,7 +19,9 @@ def wrong_kind(answer: str, kind: AnswerKind | None) -> str | None:
     text = answer.strip()
     if kind is AnswerKind.YES_NO and _BARE_NUMBER.fullmatch(text):
         return f"the answer {text} says neither yes nor no to a yes-or-no question"
-    if kind is AnswerKind.NUMBER and text and not _DIGIT.search(text):
+    # The digits of a web address are its name, not a number the answer gives ("the club
+    # sandwich on the menu at http://127.0.0.1:8000/menu.html").
+    if kind is AnswerKind.NUMBER and text and not _DIGIT.search(WEB_ADDRESS.sub(" ", text)):
         return f"the question asks for a number, and the answer {text[:80]!r} has none"
     return None
 
