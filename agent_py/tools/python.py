@@ -106,6 +106,7 @@ INPUT_BYTES = 16 * 1024 * 1024
 LISTED_FILES = 12
 HEAD_LINES = 3  # the lines of each text file a code call is shown
 HEAD_LINE_CHARS = 200
+PREVIEW_CHARS = 80  # of a file's first line, in the plan's prompt
 _HEAD_BYTES = 8 * 1024
 
 
@@ -190,7 +191,8 @@ class PythonExecutor(CodeTool[PyRunner]):
         super().__init__(runner, **options)
         self.workspace = workspace
         if workspace is not None and files:
-            shown = ", ".join(f"{f.name} ({f.size} bytes)" for f in files[:LISTED_FILES])
+            heads = heads or {}
+            shown = ", ".join(_listed(f, heads.get(f.name)) for f in files[:LISTED_FILES])
             more = f" and {len(files) - LISTED_FILES} more" if len(files) > LISTED_FILES else ""
             self.description = f"{_DESCRIPTION_WITH_FILES} The files: {shown}{more}."
             self.sees_files = True
@@ -285,6 +287,17 @@ class PythonExecutor(CodeTool[PyRunner]):
             meta["files"] = kept
         # Code that only printed its result: what it printed is the value.
         return ToolResult(content=content, data=value, meta=meta)
+
+
+def _listed(file: WorkspaceFile, head: str | None) -> str:
+    """How the plan's prompt names a file: its size, and its first line when it is text
+    (a CSV's columns), cut to PREVIEW_CHARS."""
+    if not head:
+        return f"{file.name} ({file.size} bytes)"
+    first = head.split("\n", 1)[0]
+    if len(first) > PREVIEW_CHARS:
+        first = first[:PREVIEW_CHARS] + "…"
+    return f"{file.name} ({file.size} bytes, first line: {first})"
 
 
 def _output_name(name: str) -> str:

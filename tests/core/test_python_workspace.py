@@ -205,7 +205,9 @@ async def test_the_code_call_is_shown_how_the_users_text_files_begin(tmp_path: P
     plan_prompt = json.dumps(next(m for m, call in llm.calls if call.purpose == "plan"))
     code_prompt = json.dumps(next(m for m, call in llm.calls if call.purpose == "arguments"))
     assert "A-2,7.25" in code_prompt and "orders.csv:\\norder,amount" in code_prompt
-    assert "A-2,7.25" not in plan_prompt  # the plan's prompt stays as short as it was
+    # The plan's prompt gets each file's first line (its columns), never more.
+    assert "orders.csv (39 bytes, first line: order,amount)" in plan_prompt
+    assert "A-2,7.25" not in plan_prompt and "photo.png (" in plan_prompt
     assert "raise an error that says what is missing" in code_prompt
 
 
