@@ -37,6 +37,17 @@ def stored(root: Path) -> list[str]:
     return sorted(path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file())
 
 
+async def agent_on(
+    workspace: FolderWorkspace, llm: ScriptedLLM, *, with_reader: bool = False
+) -> tuple[Any, Any]:
+    """An agent of the small profile whose python_execute (and read_file, ``with_reader``)
+    works on ``workspace``, and its event sink."""
+    files = await workspace.files()
+    python = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files)
+    reader = [ReadFile(workspace, files)] if with_reader else []
+    return make_agent(llm, *default_tools(), *reader, python, config=SMALL_CONFIG)
+
+
 async def run_in(workspace: FolderWorkspace, code: str) -> ToolResult:
     files = await workspace.files()
     tool = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files, timeout_s=10)
@@ -221,10 +232,7 @@ async def test_code_on_a_column_the_file_lacks_fails_the_run_with_the_error(
             "arguments": f"```python\n{code}\n```",  # the code call writes it the same
         }
     )
-    python = PythonExecutor(
-        SubprocessPyRunner(), workspace=workspace, files=await workspace.files()
-    )
-    agent, _ = make_agent(llm, *default_tools(), python, config=SMALL_CONFIG)
+    agent, _ = await agent_on(workspace, llm)
 
     result = await agent.task("What is the total of the discount column in orders.csv?")
 
@@ -246,10 +254,7 @@ async def test_a_look_up_of_a_named_file_planned_on_the_writer_goes_to_python(
             "arguments": "```python\nopen('orders.csv').read().splitlines()[-1]\n```",
         }
     )
-    python = PythonExecutor(
-        SubprocessPyRunner(), workspace=workspace, files=await workspace.files()
-    )
-    agent, sink = make_agent(llm, *default_tools(), python, config=SMALL_CONFIG)
+    agent, sink = await agent_on(workspace, llm)
 
     result = await agent.task("orders.csv 的最后一行是什么？")
 
@@ -270,10 +275,7 @@ async def test_a_look_up_of_anything_but_a_named_file_stays_declined(
             )
         }
     )
-    python = PythonExecutor(
-        SubprocessPyRunner(), workspace=workspace, files=await workspace.files()
-    )
-    agent, sink = make_agent(llm, *default_tools(), python, config=SMALL_CONFIG)
+    agent, sink = await agent_on(workspace, llm)
 
     result = await agent.task("What is the weather in Paris today?")
 
@@ -304,11 +306,7 @@ async def test_an_answer_that_drops_what_the_code_computed_for_a_number_of_the_f
             "answer": "The total of the discount column is 12.50.",
         }
     )
-    files = await workspace.files()
-    python = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files)
-    agent, _ = make_agent(
-        llm, *default_tools(), ReadFile(workspace, files), python, config=SMALL_CONFIG
-    )
+    agent, _ = await agent_on(workspace, llm, with_reader=True)
 
     result = await agent.task("What is the total of the discount column in orders.csv?")
 
@@ -331,11 +329,7 @@ async def test_a_number_from_a_file_the_plan_only_read_is_computed_by_code(
             "answer": "Die Summe ist 49,75.",
         }
     )
-    files = await workspace.files()
-    python = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files)
-    agent, sink = make_agent(
-        llm, *default_tools(), ReadFile(workspace, files), python, config=SMALL_CONFIG
-    )
+    agent, sink = await agent_on(workspace, llm, with_reader=True)
 
     result = await agent.task("Wie hoch ist die Summe der Beträge in orders.csv?")
 
@@ -357,11 +351,7 @@ async def test_a_text_answer_from_a_read_file_gets_no_code_step(
             "answer": "It lists three orders, A-1 to A-3.",
         }
     )
-    files = await workspace.files()
-    python = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files)
-    agent, sink = make_agent(
-        llm, *default_tools(), ReadFile(workspace, files), python, config=SMALL_CONFIG
-    )
+    agent, sink = await agent_on(workspace, llm, with_reader=True)
 
     result = await agent.task("What is orders.csv about?")
 
