@@ -509,14 +509,15 @@ def test_a_result_that_left_the_tasks_data_out_shows_failed_and_why(
 
 
 def test_sandboxed_code_cannot_read_the_page_or_its_storage(page: Any, scripted: str) -> None:
-    """Nor the user's workspace: its files live in the page's origin's private file system,
-    which the sandbox's opaque origin cannot open."""
+    """Nor the origin's private file system, where the user's workspace lives: the sandbox's
+    opaque origin cannot open it. (The secret is beside the workspace, not in it: while the
+    workspace holds files, JavaScript steps run as python_execute, whose own test probes it.)"""
     open_app(page, scripted)
     page.evaluate("localStorage.setItem('secret', 'page-secret')")
     page.evaluate(
         """async () => {
           const root = await (await navigator.storage.getDirectory())
-            .getDirectoryHandle("workspace", { create: true });
+            .getDirectoryHandle("probe-secret", { create: true });
           const writable = await (await root.getFileHandle("secret.txt", { create: true }))
             .createWritable();
           await writable.write("workspace-secret");

@@ -289,10 +289,8 @@ def test_a_wait_past_its_guard_gives_up_says_what_it_waited_for_and_meets_the_de
 
 
 def _read_and_sum_plan() -> str:
-    code = (
-        "return ${s1}.trim().split('\\n').slice(1)"
-        ".reduce((sum, line) => sum + Number(line.split(',')[1]), 0);"
-    )
+    # Python: while the workspace holds files, code steps run where the files are.
+    code = "sum(int(line.split(',')[1]) for line in ${s1}.strip().split('\\n')[1:])"
     plan = {
         "tasks": [
             {
@@ -316,7 +314,7 @@ def _read_and_sum_plan() -> str:
                     {
                         "step_id": "s2",
                         "step_goal": "sum the sales",
-                        "tool_name": "javascript_execute",
+                        "tool_name": "python_execute",
                         "tool_intent": "exact arithmetic",
                         "expected_output": "the total",
                         "arguments": {"code": code},

@@ -39,6 +39,18 @@ def row(page: Any, name: str) -> Any:
     return page.locator(f'#files-list tr[data-name="{name}"]')
 
 
+def previewed(page: Any, name: str) -> str:
+    """What the panel's Preview shows for ``name``, once the file has been read (the panel
+    reads it after the click)."""
+    page.get_by_role("button", name=f"Preview {name}").click()
+    page.wait_for_function(
+        "(name) => { const p = document.getElementById('files-preview');"
+        " return !p.hidden && p.dataset.name === name; }",
+        arg=name,
+    )
+    return str(page.locator("#files-preview-text").text_content())
+
+
 def pick(page: Any, tmp_path: Path, files: dict[str, str | bytes]) -> None:
     paths = []
     for name, data in files.items():
@@ -62,8 +74,7 @@ def test_a_picked_csv_is_summed_by_python_and_the_file_it_writes_survives_a_relo
         "39 bytes",
         "text/csv",
     ]
-    page.get_by_role("button", name="Preview orders.csv").click()
-    assert page.locator("#files-preview-text").text_content() == ORDERS
+    assert previewed(page, "orders.csv") == ORDERS
 
     run_task(
         page,
@@ -136,5 +147,4 @@ def test_a_file_over_the_quota_fails_with_why_and_loses_nothing_else(
     # The browser itself refuses the write (its quota, as the override set it): said in words.
     assert "big.bin could not be stored: the browser's storage for this page is full" in error
     assert stored(page) == {"orders.csv": 39, "small.txt": 5}
-    page.get_by_role("button", name="Preview orders.csv").click()
-    assert page.locator("#files-preview-text").text_content() == ORDERS
+    assert previewed(page, "orders.csv") == ORDERS
