@@ -185,7 +185,12 @@ export async function writeFile(name, blob) {
     }
   } catch (error) {
     if (folder && !existed) await folder.removeEntry(file).catch(() => {});
-    throw new WorkspaceError(`${name} could not be stored: ${why(error)}`, error);
+    // Some Chromium builds report a write past the quota as the blob's read failing
+    // (NotReadableError): what the page may store now says whether the storage was full.
+    const now = await usage().catch(() => ({ usage: 0, quota: 0 }));
+    const full = now.quota && now.usage + blob.size > now.quota;
+    const reason = full ? why({ name: "QuotaExceededError" }) : why(error);
+    throw new WorkspaceError(`${name} could not be stored: ${reason}`, error);
   }
 }
 
