@@ -22,7 +22,7 @@ from agent_py.core.events import EventType
 from agent_py.core.history import EventRecorder
 from agent_py.core.llm import CallPurpose, ModelRole
 from agent_py.core.model_client import ModelClient
-from agent_py.core.plan import StepSchema, TaskSchema, step_references
+from agent_py.core.plan import StepSchema, TaskSchema, step_references, step_sources
 from agent_py.core.registry import ToolRegistry
 from agent_py.core.step_action import StepAction, StepBrief, failed_dependency
 from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult
@@ -241,7 +241,7 @@ class StepExecutor:
                 f"${{{own}}} in step {own} itself: read as the last turn's result",
                 step=own,
             )
-        failed = [ref for ref in step_references(step) if ref in results and results[ref].is_error]
+        failed = [ref for ref in step_sources(step) if ref in results and results[ref].is_error]
         if failed:
             raise failed_dependency(failed)
 

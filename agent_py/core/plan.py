@@ -76,6 +76,10 @@ class StepSchema(_Tolerant):
     input: str | None = None
     """The tool's main input as one string (the code, the instruction), when the plan shape
     asks for it instead of an arguments object."""
+    after: list[str] = Field(default_factory=list, exclude=True)
+    """Steps whose results this one works from though its input names none (a step the
+    agent added: code that computes from the files a step read); set by the agent, never
+    shown to the model."""
 
 
 class TaskSchema(_Tolerant):
@@ -394,7 +398,7 @@ def _turns(steps: list[StepSchema]) -> list[list[StepSchema]] | None:
     """``steps`` in turns: each after every step of its own list it refers to; None for a
     cycle."""
     ids = {step.step_id for step in steps}
-    uses = {step.step_id: set(step_references(step)) & ids for step in steps}
+    uses = {step.step_id: set(step_sources(step)) & ids for step in steps}
     turn_of: dict[str, int] = {}
     while len(turn_of) < len(steps):
         ready = [
@@ -417,6 +421,13 @@ def step_references(step: StepSchema) -> list[str]:
     return references.find([step.arguments, step.input])
 
 
+def step_sources(step: StepSchema) -> list[str]:
+    """The steps whose results ``step`` works from: those it refers to, then its ``after``;
+    it runs after them, and a failed one fails it."""
+    named = step_references(step)
+    return [*named, *(source for source in step.after if source not in named)]
+
+
 def _step_signature(step: StepSchema) -> str:
     what: Any
     if step.arguments is not None:
@@ -435,5 +446,6 @@ def _renamed_references(step: StepSchema, renamed: dict[str, str]) -> StepSchema
         update={
             "arguments": references.rename(step.arguments, renamed),
             "input": references.rename(step.input, renamed),
+            "after": [renamed.get(source, source) for source in step.after],
         }
     )

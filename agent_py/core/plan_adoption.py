@@ -235,7 +235,15 @@ def counted_by_code(
     number = len(taken) + 1
     while f"s{number}" in taken:
         number += 1
-    added = StepSchema(step_id=f"s{number}", step_goal=last.task_goal, tool_name=files_code)
+    # It works from what the task read: it runs after the reads (a turn of its own, see
+    # order_by_references) and is skipped when one failed, instead of code written for a
+    # file that is not there.
+    added = StepSchema(
+        step_id=f"s{number}",
+        step_goal=last.task_goal,
+        tool_name=files_code,
+        after=[step.step_id for step in last.steps],
+    )
     task = last.model_copy(update={"steps": [*last.steps, added]})
     return plan.model_copy(update={"tasks": [*plan.tasks[:-1], task]}), {added.step_id: files_code}
 

@@ -21,7 +21,7 @@ from agent_py.core.execution import (
 )
 from agent_py.core.history import EventRecorder
 from agent_py.core.parsing import RethinkStatus
-from agent_py.core.plan import AnswerKind, TaskSchema, step_references
+from agent_py.core.plan import AnswerKind, TaskSchema, step_sources
 from agent_py.core.tool import ToolResult
 
 
@@ -150,7 +150,7 @@ def _used(outcome: StepOutcome, later: list[StepOutcome]) -> bool:
     (compared without case or whitespace: code writes [1,3] for [1, 3])."""
     text = _squeezed(outcome.result.reference_text())
     for other in later:
-        if outcome.step.step_id in step_references(other.step):
+        if outcome.step.step_id in step_sources(other.step):
             return True
         given = "\n".join(text_values(other.arguments)) if other.arguments is not None else ""
         if text and text in _squeezed(given):

@@ -13,6 +13,7 @@ import pytest
 from support import default_tools, make_agent, of_type, plan_reply, step
 
 from agent_py import AgentConfig, AgentState, ScriptedLLM
+from agent_py.core.llm import CallPurpose
 from agent_py.core.profiles import SMALL
 from agent_py.core.tool import ToolContext, ToolError, ToolResult
 from agent_py.core.workspace import FolderWorkspace
@@ -326,7 +327,6 @@ async def test_a_number_from_a_file_the_plan_only_read_is_computed_by_code(
                 [step("s1", "read_file", {"path": "orders.csv"})], answer="number", needs="look_up"
             ),
             "arguments": f"```python\n{code}\n```",
-            "answer": "Die Summe ist 49,75.",
         }
     )
     agent, sink = await agent_on(workspace, llm, with_reader=True)
@@ -334,10 +334,34 @@ async def test_a_number_from_a_file_the_plan_only_read_is_computed_by_code(
     result = await agent.task("Wie hoch ist die Summe der Beträge in orders.csv?")
 
     assert result.state is AgentState.COMPLETED, result.error
-    assert result.answer == "Die Summe ist 49,75."
-    assert "49.75" in result.steps[-1].output
+    # The code's number, handed over as it is: the step runs in a turn after the read.
+    assert result.answer == "49.75"
     assert of_type(sink.events, "plan_to_code")[0].meta["added"] == {"s2": "python_execute"}
+    assert of_type(sink.events, "plan_ordered")[0].meta["ordered"] == {"s2": "t1_2"}
     assert [s.tool for s in result.steps] == ["read_file", "python_execute"]
+
+
+async def test_the_code_step_added_after_a_failed_read_is_skipped_without_a_code_call(
+    workspace: FolderWorkspace,
+) -> None:
+    """The added code step works from what the task read: it runs after the read, and a
+    read that failed skips it (no code written for a file that is not there)."""
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply(
+                [step("s1", "read_file", {"path": "budget.csv"})], answer="number", needs="look_up"
+            )
+        }
+    )
+    agent, sink = await agent_on(workspace, llm, with_reader=True)
+
+    result = await agent.task("Add up the amounts in budget.csv.")
+
+    assert result.state is AgentState.FAILED
+    assert "budget.csv" in (result.error or "")
+    assert "skipped: depends on s1, which failed" in (result.error or "")
+    assert of_type(sink.events, "plan_ordered")[0].meta["ordered"] == {"s2": "t1_2"}
+    assert CallPurpose.ARGUMENTS not in {call.purpose for _, call in llm.calls}
 
 
 async def test_a_text_answer_from_a_read_file_gets_no_code_step(
