@@ -666,9 +666,15 @@ EMSCRIPTEN_KEEPALIVE int al_begin(const char * prompt, const char * params_json)
         }
         E.gen = std::move(gen);
         E.generating = true;
-        // The penalties and DRY look back over the prompt too, as in llama-server: a reply
-        // is penalised for repeating what the prompt already says.
-        for (const llama_token t : tokens) llama_sampler_accept(E.gen.chain, t);
+        // The penalties look back over the prompt too, as in llama-server; DRY looks at the
+        // reply alone. It is there to stop a reply that repeats itself, and over the prompt
+        // it cut answers that copy what they must (a URL, a name, a number of five digits
+        // tokens: the answer "… at http://127.0.0.1:40835/tuning/" ended there).
+        for (int i = 0; i < llama_sampler_chain_n(E.gen.chain); ++i) {
+            llama_sampler * sampler = llama_sampler_chain_get(E.gen.chain, i);
+            if (std::strcmp(llama_sampler_name(sampler), "dry") == 0) continue;
+            for (const llama_token t : tokens) llama_sampler_accept(sampler, t);
+        }
 
         size_t n_common = 0;
         while (n_common < E.cached.size() && n_common < tokens.size() && E.cached[n_common] == tokens[n_common]) ++n_common;

@@ -445,6 +445,30 @@ def test_sampling_options_reach_llama_cpp(cpu: CPUHarness) -> None:
     assert penalised != greedy
 
 
+def test_dry_penalises_a_reply_that_repeats_itself_not_one_that_copies_the_prompt(
+    cpu: CPUHarness,
+) -> None:
+    """DRY looks at the reply alone (scripts/cpu_engine/agent_llama.cpp): an answer must
+    copy what it was given (a URL, a name, a number), and over the prompt a strong DRY cut
+    such copies; a reply that repeats itself is still penalised."""
+    cpu.ensure_loaded(INSTRUCT_MODEL)
+    strong = {"temperature": 0.0, "dry_multiplier": 5.0, "dry_allowed_length": 2}
+
+    def text(prompt: str, **sampling: Any) -> str:
+        messages = [{"role": "user", "content": prompt}]
+        return cpu.chat(messages, model=INSTRUCT_MODEL, max_tokens=40, sampling=sampling)["text"]
+
+    url = "http://127.0.0.1:40835/tuning/menu-of-the-week.html"
+    copy = f"The menu is at {url}. Where is the menu? Answer with the address."
+    assert url in text(copy, temperature=0.0)
+    assert url in text(copy, **strong)
+    # The reply says "The apple is a fruit." twice: a run of its own that DRY cuts.
+    loop = "Say apple apple apple apple apple apple apple apple apple apple apple apple"
+    plain = text(loop, temperature=0.0)
+    assert plain.count("The apple is a fruit.") == 2, plain
+    assert text(loop, **strong).count("The apple is a fruit.") < 2
+
+
 def test_a_gguf_given_by_url_loads_with_its_own_template(cpu: CPUHarness) -> None:
     url = f"/models/{INSTRUCT_MODEL}.gguf"
     loaded = cpu.call("url => cpu.reload(url)", url)
