@@ -63,8 +63,11 @@ class PlanRun:
     """Two computations of a last step disagreed (Strategy.compute_twice)."""
 
     def answer_kind(self) -> AnswerKind | None:
-        """What the question wants back, as the latest plan that declared it says."""
-        return next((plan.answer for plan in reversed(self.plans) if plan.answer), None)
+        """What the question wants back, as the first plan of the turn that declared it
+        says: the question is the same in every plan of a turn, and a corrected plan is
+        written about failed steps (seen: a number question's re-plan declared text, and a
+        printed "the file contains invalid data" became the answer)."""
+        return next((plan.answer for plan in self.plans if plan.answer), None)
 
 
 StateListener = Callable[[AgentState], None]

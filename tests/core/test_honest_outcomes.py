@@ -4,6 +4,7 @@ empty answer or on our own instructions repeated back."""
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from agent_py.core.checks.months_from_one import dates_from_numbers, months_coun
 from agent_py.core.checks.needs_a_tool import run as needs_a_tool
 from agent_py.core.decline import Decline
 from agent_py.core.events import FailureCause
-from agent_py.core.llm import CallInfo, Message
+from agent_py.core.llm import CallInfo, CallPurpose, Message
 from agent_py.core.plan import AnswerKind, Needs, PlanSchema, StepSchema, TaskSchema
 from agent_py.core.profiles import FULL, SMALL, TINY
 from agent_py.core.prompts import render
@@ -232,16 +233,19 @@ def code_step(step_id: str, code: str) -> dict[str, Any]:
     }
 
 
-def planner_of(*codes: list[str], answer: str | None = None) -> tuple[Any, list[str]]:
+def planner_of(
+    *codes: list[str], answer: str | None = None, answers: Sequence[str] = ()
+) -> tuple[Any, list[str]]:
     """A plan call that answers with the given plans in turn (each a list of tasks' code),
-    each declaring ``answer`` as its answer kind, and the prompts it saw."""
+    each declaring ``answer`` as its answer kind (or the plan's own of ``answers``), and
+    the prompts it saw."""
     seen: list[str] = []
 
     def plan(messages: list[Message], call: CallInfo) -> str:
         seen.append(str(messages[-1]["content"]))
         tasks = codes[len(seen) - 1]
         steps = [[code_step(f"s{i + 1}", code)] for i, code in enumerate(tasks)]
-        return plan_reply(*steps, answer=answer)
+        return plan_reply(*steps, answer=answers[len(seen) - 1] if answers else answer)
 
     return plan, seen
 
@@ -335,6 +339,28 @@ async def test_a_number_for_a_yes_or_no_question_is_never_the_answer() -> None:
         "the answer 0 says neither yes nor no to a yes-or-no question",
     )
     assert await run_with_answer("0") == (AgentState.COMPLETED, None)  # "Say a once."
+
+
+async def test_a_corrected_plan_does_not_change_what_the_question_wants() -> None:
+    """The first plan's answer kind holds for the turn: a re-plan that declared text for a
+    number question let a printed excuse ("the data is invalid") complete the run."""
+    plan, _ = planner_of(
+        ["throw new Error('no such column');"],
+        ["return 'the data is invalid';"],
+        answers=["number", "text"],
+    )
+
+    def script(messages: list[Message], call: CallInfo) -> str:
+        if call.purpose is CallPurpose.ANSWER:
+            return "The data is invalid."
+        return str(plan(messages, call))
+
+    agent, _ = make_agent(ScriptedLLM(script), config=SMALL_REPLAN)
+
+    result = await agent.task("Use JavaScript to count the days of a leap year.")
+
+    assert result.state is AgentState.FAILED, result.answer
+    assert "asks for a number" in (result.error or "")
 
 
 @pytest.mark.parametrize(
