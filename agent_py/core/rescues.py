@@ -4,6 +4,7 @@ data, and code the plan wrote that failed is written again in a call of its own.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -218,19 +219,36 @@ MATERIAL_CHARS = 300
 answer to hand over as it is."""
 
 
+def _material(answer: str) -> bool:
+    """Whether a remote tool's result is material for the answer call to read rather than
+    the answer: longer than MATERIAL_CHARS, or text of several lines that is no JSON (a
+    short page's text, "Contents of …: | Item | Price |", handed over for "what does my
+    order cost?", and in English for a question in Chinese). JSON (a time zone's record)
+    and a one-line value are handed over."""
+    if len(answer) > MATERIAL_CHARS:
+        return True
+    if "\n" not in answer:
+        return False
+    try:
+        json.loads(answer)
+    except ValueError:
+        return True
+    return False
+
+
 def handed_over(
     outcomes: list[StepOutcome], kind: AnswerKind | None, *, remote: bool
 ) -> str | None:
     """The last task's one result as the answer (Strategy.answer_from_single_step), or None
     where the answer call must read it first: a result that is no lone number where the plan
-    declared a number (a page's text for "what does it cost?"), or a remote tool's result of
-    more than MATERIAL_CHARS (a fetched page handed over whole is no answer)."""
+    declared a number (a page's text for "what does it cost?"), or a remote tool's result
+    that is material to read (:func:`_material`: a fetched page handed over is no answer)."""
     answer = single_step_answer(outcomes)
     if answer is None:
         return None
     if kind is AnswerKind.NUMBER and lone_number(answer) is None:
         return None
-    if remote and len(answer) > MATERIAL_CHARS:
+    if remote and _material(answer):
         return None
     return answer
 

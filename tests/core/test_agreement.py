@@ -178,6 +178,13 @@ def test_a_result_is_handed_over_only_where_it_is_the_answer() -> None:
     long_page = page + " | Lemonade | 2.80 |" * (MATERIAL_CHARS // 10)
     assert handed_over(one(long_page), AnswerKind.TEXT, remote=True) is None
     assert handed_over(one(long_page), AnswerKind.TEXT, remote=False) == long_page
+    # A short page of several lines is material too (seen: a menu handed over for the cost
+    # of an order, a notice in English for a question in Chinese); a record in JSON is not.
+    short_page = "Contents of http://127.0.0.1:8000/notice.html:\n## Hours\n\nOpen at 9:00."
+    assert handed_over(one(short_page), AnswerKind.TEXT, remote=True) is None
+    assert handed_over(one(short_page), AnswerKind.TEXT, remote=False) == short_page
+    record = '{\n  "timezone": "Asia/Tokyo",\n  "datetime": "2026-12-03T10:45:08+09:00"\n}'
+    assert handed_over(one(record), AnswerKind.DATE_TIME, remote=True) == record
 
 
 async def test_a_yes_or_no_is_computed_again_however_short_its_code() -> None:
