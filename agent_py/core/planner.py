@@ -360,6 +360,8 @@ class PlanAndRethink:
             answer=final,
             computed=self._computed_last(run),
             kind=run.answer_kind(),
+            # The turn's first plan, as for the answer kind: what the question needs.
+            plan=run.plans[0] if run.plans else None,
         )
         return first_refusal(Stage.ANSWER, self.strategy, seen)
 

@@ -18,7 +18,7 @@ from agent_py.core.checks.description_as_value import described_not_given
 from agent_py.core.checks.grounded_arguments import arguments_from_nowhere
 from agent_py.core.checks.made_up_numbers import made_up
 from agent_py.core.checks.made_up_numbers import run as made_up_numbers
-from agent_py.core.plan import AnswerKind
+from agent_py.core.plan import AnswerKind, PlanSchema
 from agent_py.core.profiles import FULL, SMALL
 from agent_py.core.tool import ToolBase, ToolContext, ToolError, ToolResult
 from agent_py.tools.node_runner import NodeRunner
@@ -174,6 +174,29 @@ def test_a_text_answer_is_not_held_to_its_numbers() -> None:
     seen = Seen(question="Write a story.", answer="In 1850, 3 sailors left.", kind=AnswerKind.TEXT)
     assert made_up_numbers(seen) is None
     assert made_up_numbers(Seen(question="Write a story.", answer="In 1850, 3 sailors left."))
+
+
+def _plan_that(needs: str) -> PlanSchema:
+    step = {"step_id": "s1", "step_goal": "go", "tool_name": "fetch"}
+    return PlanSchema.model_validate(
+        {"tasks": [{"task_id": "t1", "task_goal": "go", "needs": needs, "steps": [step]}]}
+    )
+
+
+def test_a_text_answer_to_a_plan_that_only_looks_up_is_held_to_its_numbers() -> None:
+    """Seen (0.5B): a menu of 4.50 and 2.80 fetched, the plan declared text, and the answer
+    "together they cost €1.25" completed. A plan that writes may still invent numbers."""
+    menu = (ToolResult("| Tomato soup | 4.50 |\n| Lemonade | 2.80 |"),)
+    seen = Seen(
+        question="What do a tomato soup and two lemonades cost together?",
+        results=menu,
+        answer="Together they cost €1.25.",
+        kind=AnswerKind.TEXT,
+        plan=_plan_that("look_up"),
+    )
+    assert "1.25" in (made_up_numbers(seen) or "")
+    assert made_up_numbers(replace(seen, answer="The soup costs 4.50.")) is None
+    assert made_up_numbers(replace(seen, plan=_plan_that("write"))) is None
 
 
 def test_a_date_answer_may_write_a_month_or_an_hour_as_its_number() -> None:

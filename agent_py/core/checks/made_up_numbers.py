@@ -2,8 +2,11 @@
 of code or of a remote tool. The writer (the model) stood in for data it did not have ("The
 price of the product is $100" after a fetch failed) or did arithmetic in prose; digits are
 the same in every language, so this holds whatever the user writes. Answers the plan
-declared as text (a poem, a story) may hold numbers of their own and are not checked; in an
-answer declared a date or time, a month's or a 12-hour clock's number is the data's own form."""
+declared as text may hold numbers of their own (a poem, a story) where a task of the plan
+writes, or the plan says nothing of what its tasks need; a text answer to a plan that only
+looks up or computes is checked (seen: "together they cost €1.25" for a menu that says 4.50
+and 2.80). In an answer declared a date or time, a month's or a 12-hour clock's number is the
+data's own form."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import re
 
 from agent_py.core.checks.base import Check, Seen, Stage
 from agent_py.core.checks.grounded_arguments import number_values
-from agent_py.core.plan import AnswerKind
+from agent_py.core.plan import AnswerKind, Needs, PlanSchema
 
 # A number standing alone: not part of a Latin-letter name ("mp3", "s1", "H2O"), not a list
 # item's marker at the start of a line ("1. Athens").
@@ -63,8 +66,14 @@ def made_up(answer: str, sources: list[str], also: frozenset[float] = frozenset(
     return list(dict.fromkeys(invented))
 
 
+def _writes(plan: PlanSchema | None) -> bool:
+    """Whether a plan's answer may hold numbers of its own: a task of it writes, or it does
+    not say what its tasks need."""
+    return plan is None or any(task.needs in (Needs.WRITE, None) for task in plan.tasks)
+
+
 def run(seen: Seen) -> str | None:
-    if seen.answer is None or seen.kind is AnswerKind.TEXT:
+    if seen.answer is None or (seen.kind is AnswerKind.TEXT and _writes(seen.plan)):
         return None
     sources = [seen.question, *seen.asked, *(r.reference_text() for r in seen.results)]
     sources += [r.content for r in seen.results]
