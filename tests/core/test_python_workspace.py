@@ -141,9 +141,7 @@ async def test_a_javascript_step_on_the_users_files_runs_as_python_which_opens_t
             ),
         }
     )
-    files = await workspace.files()
-    python = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files)
-    agent, sink = make_agent(llm, *default_tools(), python, config=SMALL_CONFIG)
+    agent, sink = await agent_on(workspace, llm)
 
     result = await agent.task("What is the total of the amount column?")
 
@@ -176,9 +174,7 @@ async def test_a_look_up_of_the_users_files_planned_with_python_is_not_declined(
     llm = ScriptedLLM.replaying(
         {"plan": plan_reply([step("s1", "python_execute", {"code": code})], needs="look_up")}
     )
-    files = await workspace.files()
-    python = PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files)
-    agent, _ = make_agent(llm, *default_tools(), python, config=SMALL_CONFIG)
+    agent, _ = await agent_on(workspace, llm)
 
     result = await agent.task("How many orders are in orders.csv?")
 
