@@ -35,10 +35,11 @@ from agent_py.page.review import PageReviewer
 from agent_py.page.servers import PageServers
 from agent_py.page.settings import PageSettings
 from agent_py.page.workspace import PageWorkspace
+from agent_py.tools.code_files import file_heads
 from agent_py.tools.files import ListFiles, ReadFile
 from agent_py.tools.javascript import JavascriptExecutor
 from agent_py.tools.llm_generator import LLMGenerator
-from agent_py.tools.python import PythonExecutor, file_heads
+from agent_py.tools.python import PythonExecutor
 
 if TYPE_CHECKING:
     from agent_py.page.http import HttpBridge

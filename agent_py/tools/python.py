@@ -16,27 +16,20 @@ from __future__ import annotations
 
 import base64
 import binascii
-import codecs
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent_py.core.tool import ToolContext, ToolError, ToolResult
-from agent_py.core.workspace import (
-    OUTPUT_FOLDER,
-    Workspace,
-    WorkspaceError,
-    WorkspaceFile,
-    checked_name,
-)
+from agent_py.core.workspace import Workspace, WorkspaceFile
 from agent_py.tools.code import (
     CodeTool,
     code_input_schema,
     python_lone_function,
     python_uncalled_function,
 )
+from agent_py.tools.code_files import OnWorkspace, not_copied, with_written
 from agent_py.tools.python_driver import source
 
 
@@ -100,62 +93,7 @@ def program_for(code: str, output_limit: int, files: dict[str, bytes] | None = N
     return f"{source()}\nrun_source({json.dumps(code)}, {int(output_limit)}{given})\n"
 
 
-INPUT_BYTES = 16 * 1024 * 1024
-"""The most of the workspace one call copies into the sandbox: files past it are left out
-(and the code is told, if it opens one)."""
-LISTED_FILES = 12
-HEAD_LINES = 3  # the lines of each text file a code call is shown
-HEAD_LINE_CHARS = 200
-PREVIEW_CHARS = 80  # of a file's first line, in the plan's prompt
-_HEAD_BYTES = 8 * 1024
-
-
-def text_head(data: bytes) -> str | None:
-    """The first lines of ``data`` as text (each cut to HEAD_LINE_CHARS), or None when it is
-    no UTF-8 text (an image, a zip)."""
-    try:
-        text = codecs.getincrementaldecoder("utf-8-sig")().decode(data[:_HEAD_BYTES])
-    except UnicodeDecodeError:
-        return None
-    if "\x00" in text:
-        return None
-    lines = text.splitlines()[:HEAD_LINES]
-    return "\n".join(line[:HEAD_LINE_CHARS] for line in lines)
-
-
-async def file_heads(workspace: Workspace, files: Sequence[WorkspaceFile]) -> dict[str, str]:
-    """How each of the first LISTED_FILES text files begins (name to its first lines): a
-    code call that sees the columns a CSV has uses them, and one whose column is not there
-    can say so. A file that cannot be read is left out; its read fails later, with why."""
-    heads = {}
-    for file in files[:LISTED_FILES]:
-        if file.size > INPUT_BYTES:
-            continue
-        try:
-            head = text_head(await workspace.read(file.name))
-        except WorkspaceError:
-            continue
-        if head:
-            heads[file.name] = head
-    return heads
-
-
-_DESCRIPTION_WITH_FILES = (
-    "Runs Python 3 (standard library only: csv, json, statistics, re, datetime; no numpy or "
-    "pandas) in an isolated sandbox with no network. The user's files are in its current "
-    "folder: open them by name (open('sales.csv')). Files the code writes under out/ "
-    "(open('out/result.csv', 'w')) are kept for the user. The value of the last line, if it "
-    "is an expression, is the result (print() output is captured too). Each call starts "
-    "afresh: write the whole computation in one call."
-)
-
-
-def written_record(name: str, data: bytes) -> dict[str, Any]:
-    """How the history records a file a step wrote: name, size, sha256."""
-    return {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-
-
-class PythonExecutor(CodeTool[PyRunner]):
+class PythonExecutor(OnWorkspace, CodeTool[PyRunner]):
     name = "python_execute"
     description = (
         "Runs Python 3 (standard library only) in an isolated sandbox with no network, files "
@@ -173,6 +111,22 @@ class PythonExecutor(CodeTool[PyRunner]):
     call_example = "%s(...) as the last line"
     start_margin_s = 30.0  # the page's sandbox loads Pyodide at a run's first call
 
+    with_files = (
+        "Runs Python 3 (standard library only: csv, json, statistics, re, datetime; no numpy "
+        "or pandas) in an isolated sandbox with no network. The user's files are in its "
+        "current folder: open them by name (open('sales.csv')). Files the code writes under "
+        "out/ (open('out/result.csv', 'w')) are kept for the user. The value of the last "
+        "line, if it is an expression, is the result (print() output is captured too). Each "
+        "call starts afresh: write the whole computation in one call."
+    )
+    code_with_files = (
+        "Python code, standard library only (csv, json, statistics, re, datetime; there is "
+        "no pandas or numpy), that opens the user's files by name (%s) and writes any file "
+        "for the user under out/; end with an expression (or print) for the result. When the "
+        "data lacks what the step needs (a column, a field), raise an error that says what "
+        "is missing: never print a stand-in"
+    )
+
     def __init__(
         self,
         runner: PyRunner,
@@ -183,63 +137,9 @@ class PythonExecutor(CodeTool[PyRunner]):
         **options: Any,
     ) -> None:
         """``workspace``: the user's files, copied into each call's folder, and where what
-        the code writes under out/ is kept; ``files``, what it holds now, named in the
-        description (names and sizes, never contents). A workspace without files keeps the
-        description of a sandbox without them (what the code writes under out/ is kept).
-        ``heads``: how files begin (:func:`file_heads`), shown to its code calls only (the
-        plan's prompt stays short)."""
+        the code writes under out/ is kept (:meth:`OnWorkspace.see`)."""
         super().__init__(runner, **options)
-        self.workspace = workspace
-        if workspace is not None and files:
-            heads = heads or {}
-            shown = ", ".join(_listed(f, heads.get(f.name)) for f in files[:LISTED_FILES])
-            more = f" and {len(files) - LISTED_FILES} more" if len(files) > LISTED_FILES else ""
-            self.description = f"{_DESCRIPTION_WITH_FILES} The files: {shown}{more}."
-            self.sees_files = True
-            self.reads_data = True  # a look-up of the user's files can be done here
-            self.file_names = tuple(f.name for f in files)
-            # What the code call is told of its input (the code prompt shows no description).
-            names = ", ".join(f.name for f in files[:LISTED_FILES])
-            self.input_schema = code_input_schema(
-                "Python code, standard library only (csv, json, statistics, re, datetime; "
-                f"there is no pandas or numpy), that opens the user's files by name ({names}) "
-                "and writes any file for the user under out/; end with an expression (or "
-                "print) for the result. When the data lacks what the step needs (a column, a "
-                "field), raise an error that says what is missing: never print a stand-in"
-            )
-            if heads:
-                self.code_context = "How the user's files begin:\n" + "\n".join(
-                    f"{name}:\n{head}" for name, head in heads.items()
-                )
-
-    async def _workspace_files(self) -> tuple[dict[str, bytes] | None, list[str]]:
-        """The workspace's files for the sandbox (None without a workspace), and the names of
-        those left out for size."""
-        if self.workspace is None:
-            return None, []
-        given: dict[str, bytes] = {}
-        left_out: list[str] = []
-        total = 0
-        for file in await self.workspace.files():
-            if total + file.size > INPUT_BYTES:
-                left_out.append(file.name)
-                continue
-            data = await self.workspace.read(file.name)
-            total += len(data)
-            given[file.name] = data
-        return given, left_out
-
-    async def _keep(self, written: dict[str, bytes]) -> list[dict[str, Any]]:
-        """Stores what the code wrote into the workspace; the records of what was kept."""
-        assert self.workspace is not None
-        kept = []
-        for name, data in sorted(written.items()):
-            try:
-                stored = await self.workspace.write(_output_name(name), data)
-            except WorkspaceError as error:
-                raise ToolError(f"the code ran, but {name} could not be kept: {error}") from None
-            kept.append(written_record(stored.name, data))
-        return kept
+        self.see(workspace, files, heads)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         code = str(arguments["code"])
@@ -249,7 +149,7 @@ class PythonExecutor(CodeTool[PyRunner]):
         lone = python_lone_function(code)
         if lone is not None:  # a function written and never called: it is the entry point
             code = f"{code}\n{lone}()"
-        given, left_out = await self._workspace_files()
+        given, left_out = await self.given_files()
         result = await self.runner.run(
             program_for(code, self.output_limit, given),
             timeout_s=self.run_timeout_s,
@@ -260,24 +160,16 @@ class PythonExecutor(CodeTool[PyRunner]):
         if result.error is not None:
             error = result.error
             if left_out and error.startswith("FileNotFoundError"):
-                error += (
-                    f"\n(not copied into the sandbox, over {INPUT_BYTES} bytes in all: "
-                    f"{', '.join(left_out)}; read it with read_file)"
-                )
+                error += not_copied(left_out)
             raise ToolError(_with_output(error, result))
         if result.files_error is not None:
             raise ToolError(result.files_error)
-        kept = await self._keep(result.files) if result.files else []
+        kept = await self.keep(result.files) if result.files else []
         if not kept:  # a file written is a result; without one, the code must give a value
             self.refuse_no_value(result.value, [result.stdout])
         printed = result.stdout.rstrip("\n")
         value = result.value if result.value is not None else printed
-        content = format_py_result(result)
-        if kept:
-            listed = ", ".join(f"{f['name']} ({f['size']} bytes)" for f in kept)
-            content = "\n".join(part for part in (content, f"files written: {listed}") if part)
-            if value is None or value == "":
-                value = f"files written: {listed}"
+        content, value = with_written(format_py_result(result), value, kept)
         meta: dict[str, Any] = {
             "stdout": result.stdout,
             "stderr": result.stderr,
@@ -287,25 +179,6 @@ class PythonExecutor(CodeTool[PyRunner]):
             meta["files"] = kept
         # Code that only printed its result: what it printed is the value.
         return ToolResult(content=content, data=value, meta=meta)
-
-
-def _listed(file: WorkspaceFile, head: str | None) -> str:
-    """How the plan's prompt names a file: its size, and its first line when it is text
-    (a CSV's columns), cut to PREVIEW_CHARS."""
-    if not head:
-        return f"{file.name} ({file.size} bytes)"
-    first = head.split("\n", 1)[0]
-    if len(first) > PREVIEW_CHARS:
-        first = first[:PREVIEW_CHARS] + "…"
-    return f"{file.name} ({file.size} bytes, first line: {first})"
-
-
-def _output_name(name: str) -> str:
-    """A name the sandbox sent back, checked: under out/ and inside the workspace."""
-    checked = checked_name(name)
-    if not checked.startswith(f"{OUTPUT_FOLDER}/"):
-        raise ToolError(f"the sandbox sent back {name!r}, which is not under {OUTPUT_FOLDER}/")
-    return checked
 
 
 def _with_output(error: str, result: PyRunResult) -> str:

@@ -17,8 +17,9 @@ from agent_py.core.llm import CallPurpose
 from agent_py.core.profiles import SMALL
 from agent_py.core.tool import ToolContext, ToolError, ToolResult
 from agent_py.core.workspace import FolderWorkspace
+from agent_py.tools.code_files import file_heads
 from agent_py.tools.files import ReadFile
-from agent_py.tools.python import PythonExecutor, file_heads
+from agent_py.tools.python import PythonExecutor
 from agent_py.tools.python_runner import SubprocessPyRunner
 
 CTX = ToolContext(model=cast(Any, None))  # python_execute asks no model
