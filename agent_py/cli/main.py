@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         dest="files",
         help="a file for the task (repeatable): the run's workspace holds these files, which "
-        "its steps read (read_file, list_files, python_execute's open()) by their names",
+        "its steps read (read_file, list_files, python_execute's open(), javascript_execute's "
+        "readFile()) by their names",
     )
     run.add_argument(
         "--outputs",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -250,8 +250,10 @@ class PageSession:
             return []
         if not files:
             return []
-        python = self._python_tool(files, await file_heads(self.workspace, files))
-        return [ListFiles(self.workspace), ReadFile(self.workspace, files), python]
+        heads = await file_heads(self.workspace, files)
+        # python_execute first: steps the agent adds to compute from the files go to it.
+        code = [self._python_tool(files, heads), self._javascript_tool(files, heads)]
+        return [ListFiles(self.workspace), ReadFile(self.workspace, files), *code]
 
     def _page_tools(self, question: str) -> list[ToolBase]:
         """fetch_page for a task that holds a web address (structure, in any language):
@@ -272,16 +274,31 @@ class PageSession:
         """python_execute on the workspace: its files in the code's folder (named in the
         description when there are some, and how they begin shown to its code calls), what
         the code writes under out/ kept in it."""
-        strategy = self._settings.agent_config().strategy
         return PythonExecutor(
-            self._python,
+            self._python, workspace=self.workspace, files=files, heads=heads, **self._code_options()
+        )
+
+    def _javascript_tool(
+        self, files: Sequence[WorkspaceFile] = (), heads: Mapping[str, str] | None = None
+    ) -> JavascriptExecutor:
+        """javascript_execute on the workspace, as :meth:`_python_tool`: its code reads the
+        files with readFile and keeps what it writes with writeFile('out/…')."""
+        return JavascriptExecutor(
+            BridgeJSRunner(self._bridge),
             workspace=self.workspace,
             files=files,
             heads=heads,
-            timeout_s=self._settings.js_timeout_s,
-            refuse_constant_text=strategy.refuse_constant_text,
-            caret_is_power=strategy.caret_is_power,
+            **self._code_options(),
         )
+
+    def _code_options(self) -> dict[str, Any]:
+        """What both code tools are given: the time limit and the strategy's code checks."""
+        strategy = self._settings.agent_config().strategy
+        return {
+            "timeout_s": self._settings.js_timeout_s,
+            "refuse_constant_text": strategy.refuse_constant_text,
+            "caret_is_power": strategy.caret_is_power,
+        }
 
     def cancel(self) -> None:
         """Stop: the running task, and the model's preparation where one is under way (a
@@ -300,14 +317,9 @@ class PageSession:
     def _ensure_agent(self) -> Agent:
         if self._agent is None:
             strategy = self._settings.agent_config().strategy
-            timeout_s = self._settings.js_timeout_s
-            checks = {
-                "refuse_constant_text": strategy.refuse_constant_text,
-                "caret_is_power": strategy.caret_is_power,
-            }
             builtins: list[ToolBase] = [
                 LLMGenerator(),
-                JavascriptExecutor(BridgeJSRunner(self._bridge), timeout_s=timeout_s, **checks),
+                self._javascript_tool(),
                 self._python_tool(),
             ]
             if strategy.decline:

@@ -510,8 +510,8 @@ def test_a_result_that_left_the_tasks_data_out_shows_failed_and_why(
 
 def test_sandboxed_code_cannot_read_the_page_or_its_storage(page: Any, scripted: str) -> None:
     """Nor the origin's private file system, where the user's workspace lives: the sandbox's
-    opaque origin cannot open it. (The secret is beside the workspace, not in it: while the
-    workspace holds files, JavaScript steps run as python_execute, whose own test probes it.)"""
+    opaque origin cannot open it. (The secret is beside the workspace, not in it: code given
+    the user's files gets copies of them, and test_sandbox.py probes that program too.)"""
     open_app(page, scripted)
     page.evaluate("localStorage.setItem('secret', 'page-secret')")
     page.evaluate(

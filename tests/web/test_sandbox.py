@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from agent_py.cli import web_server as serve
+from agent_py.tools.javascript import console_semantics, with_files
 from agent_py.tools.python import program_for
 
 pytestmark = pytest.mark.browser
@@ -351,6 +352,54 @@ def test_code_cannot_reach_any_server(harness: Harness) -> None:
     time.sleep(0.2)  # a request that slipped through would have landed by now
     assert harness.elsewhere.hits == []
     assert [hit for hit in harness.home.hits if "probe" in hit] == []
+
+
+def test_workspace_code_reads_its_files_and_still_reaches_no_storage_or_server(
+    harness: Harness,
+) -> None:
+    """javascript_execute's program on the user's files (as the tool builds it): the code
+    reads the copy it was given and writes under out/, and nothing else opened up: the
+    origin's private file system (where the workspace lives), page storage and servers
+    stay out of reach."""
+    other = harness.elsewhere.url + "workspace-probe"
+    code = """
+      const rows = readFile('orders.csv').trim().split('\\n').slice(1);
+      const total = rows.reduce((sum, row) => sum + Number(row.split(',')[1]), 0);
+      writeFile('out/total.txt', total.toFixed(2));
+      const found = {};
+      async function probe(name, read) {
+        try { found[name] = 'read: ' + String(await read()); }
+        catch (error) { found[name] = 'blocked: ' + error.name; }
+      }
+      await probe('opfs', async () => {
+        const names = [];
+        for await (const name of (await navigator.storage.getDirectory()).keys()) names.push(name);
+        return names.join(',');
+      });
+      await probe('localStorage', () => localStorage.getItem('secret'));
+      await probe('indexedDB', () => indexedDB.open('harness-secrets'));
+      await probe('caches', () => caches.keys());
+      await probe('fetch', () => fetch(OTHER).then(r => r.status));
+      await probe('missing file', () => readFile('secret.txt'));
+      await probe('outside out/', () => writeFile('orders.csv', 'overwritten'));
+      return {total, files: listFiles(), found};
+    """.replace("OTHER", repr(other))
+    program = with_files(
+        console_semantics(code), {"orders.csv": b"order,amount\nA-1,12.5\nA-2,7.25\n"}
+    )
+    result = harness.run(program)
+    assert result["error"] is None, result
+    value = result["value"]
+    assert value["files"] == {"out/total.txt": "19.75"}
+    assert value["value"]["total"] == 19.75
+    assert value["value"]["files"] == ["orders.csv"]
+    found = value["value"]["found"]
+    assert found.pop("missing file") == "blocked: Error"
+    assert found.pop("outside out/") == "blocked: Error"
+    assert all(v.startswith("blocked: ") for v in found.values()), found
+    time.sleep(0.2)  # a request that slipped through would have landed by now
+    assert [hit for hit in harness.elsewhere.hits if "workspace-probe" in hit] == []
+    assert SECRET not in str(result)
 
 
 def printed(result: dict[str, Any]) -> int:

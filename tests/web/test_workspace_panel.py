@@ -1,8 +1,8 @@
 """The Files panel (web/ui/workspace-panel.js) in headless Chromium: the user's files in the
 origin's private file system, picked or dropped, listed, previewed, deleted and downloaded;
 python_execute sums a picked CSV and the file it writes is linked from the answer and is
-still there after a reload; a file over the browser's quota fails with the reason and loses
-nothing else."""
+still there after a reload (javascript_execute reads and writes the same files); a file
+over the browser's quota fails with the reason and loses nothing else."""
 
 from __future__ import annotations
 
@@ -112,6 +112,38 @@ def screenshot_path() -> Path:
     folder = ROOT / ".artifacts" / "screenshots"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / "files-panel.png"
+
+
+def test_a_picked_csv_is_summed_by_javascript_which_keeps_the_file_it_writes(
+    page: Any, scripted: str, tmp_path: Path
+) -> None:
+    """javascript_execute sees the same workspace: readFile gives the file's text, a file
+    given to writeFile('out/…') is kept there, and the panel lists it."""
+    open_app(page, scripted)
+    pick(page, tmp_path, {"orders.csv": ORDERS})
+    row(page, "orders.csv").wait_for()
+    code = (
+        "const rows = readFile('orders.csv').trim().split('\\n').slice(1);\n"
+        "const total = rows.reduce((sum, row) => sum + Number(row.split(',')[1]), 0);\n"
+        "writeFile('out/total.json', JSON.stringify({total}));\n"
+        "return total;"
+    )
+    run_task(
+        page,
+        "What is the total of the amount column?",
+        {
+            "plan": plan([step("s1", "javascript_execute", {"code": code})]),
+            "rethink": done("The amounts add up to 49.75."),
+        },
+    )
+    assert wait_final(page) == "completed"
+    output = page.locator('[data-step="s1"] .output pre').text_content()
+    assert output == "result: 49.75\nfiles written: out/total.json (15 bytes)", output
+    row(page, "out/total.json").wait_for()
+    assert stored(page) == {"orders.csv": 39, "out/total.json": 15}
+    with page.expect_download() as download:
+        row(page, "out/total.json").get_by_role("button", name="Download out/total.json").click()
+    assert Path(download.value.path()).read_text() == '{"total":49.75}'
 
 
 def test_dropped_files_are_stored_by_name(page: Any, scripted: str) -> None:
