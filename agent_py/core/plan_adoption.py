@@ -43,7 +43,7 @@ def adopt(
     recorder: EventRecorder,
     reads_data: Callable[[str], bool] = lambda name: False,
     code_tool_for: Callable[[str, str], str | None] = lambda tool, text: None,
-    files_tool_for: Callable[[str], str | None] = lambda tool: None,
+    files_tool_for: Callable[[str, str], str | None] = lambda tool, text: None,
     reader_of: Callable[[str], str | None] = lambda question: None,
     files_code: str | None = None,
 ) -> PlanSchema:
@@ -52,8 +52,9 @@ def adopt(
     task that needs a look-up or an action, planned with only the agent's own tools,
     ``own_tool``). ``code_tool_for(tool, text)``: the code tool that computes what a step
     of ``tool`` (with ``text`` its input) was to compute, where ``tool`` only writes, or None
-    (see :func:`computed_by_code`). ``files_tool_for(tool)``: the code tool that sees the
-    user's files, for a step of the code tool ``tool`` that does not (see :func:`on_files`).
+    (see :func:`computed_by_code`). ``files_tool_for(tool, text)``: the code tool that writes code
+    on the user's files, for a step of the code tool ``tool`` (``text`` its input) that
+    should not keep it (see :func:`on_files`).
     ``reader_of(question)``: the code tool that opens a file of the user's that ``question``
     names, or None (see :func:`files_looked_up`). ``files_code``: the code tool that opens
     the user's files, if one is here (see :func:`counted_by_code`)."""
@@ -275,18 +276,18 @@ def computed_by_code(
 
 
 def on_files(
-    plan: PlanSchema, files_tool_for: Callable[[str], str | None]
+    plan: PlanSchema, files_tool_for: Callable[[str, str], str | None]
 ) -> tuple[PlanSchema, dict[str, str]]:
-    """``plan`` with each step of a code tool that cannot open the user's files moved to the
-    one that can (``files_tool_for``), its code written afresh by a code call, and ``{step
-    id: code tool}``. While the workspace holds files a task's code is about them: JavaScript
-    written for the sandbox that has none reads nothing (``require is not defined``)."""
+    """``plan`` with each code step that ``files_tool_for`` sends to the code tool that
+    writes code on the user's files moved there, its code written afresh by a code call, and
+    ``{step id: code tool}``. While the workspace holds files a task's code is about them:
+    code for a sandbox that has none reads nothing (``require is not defined``)."""
     moved: dict[str, str] = {}
     tasks = []
     for task in plan.tasks:
         steps = []
         for step in task.steps:
-            tool = files_tool_for(step.tool_name)
+            tool = files_tool_for(step.tool_name, _main_text(step))
             if tool is not None:
                 moved[step.step_id] = tool
                 step = step.model_copy(update={"tool_name": tool, "input": None, "arguments": None})

@@ -45,7 +45,7 @@ from agent_py.core.rescues import (
     says_yes_or_no,
 )
 from agent_py.core.review import PlanReviewer, ReviewPolicy, reviewed
-from agent_py.core.step_action import looks_like_python
+from agent_py.core.step_action import looks_like_code, looks_like_python
 from agent_py.core.tool import ToolResult
 
 
@@ -140,13 +140,22 @@ class PlanAndRethink:
         language = "python" if looks_like_python(text) else "javascript"
         return code_tools.get(language) or next(iter(code_tools.values()), None)
 
-    def _files_tool_for(self, tool_name: str) -> str | None:
-        """The code tool that sees the user's files, for a step of a code tool that does
-        not; None when there is none, or ``tool_name`` is no such step's."""
+    def _files_tool_for(self, tool_name: str, text: str) -> str | None:
+        """The code tool whose code is written afresh on the user's files (the first that
+        sees them: python_execute in the page), for a step of another code tool with
+        ``text`` its input: one that cannot open the files, or one that can but was given no
+        code (its code call would write it); None when the step keeps its tool.
+
+        Fresh JavaScript on a file from the default model reached for the browser's or
+        Node's file APIs the sandbox lacks (FileReader, file.read, require('./fruit.csv')),
+        where its Python opens the file: 3 of 8 file tasks failed that way, 2026-12-04."""
         tool = self.registry.get(tool_name)
-        if tool is None or tool.code_language is None or tool.sees_files:
+        files_code = next((t.name for t in self.registry if t.sees_files), None)
+        if tool is None or tool.code_language is None or files_code in (None, tool_name):
             return None
-        return next((t.name for t in self.registry if t.sees_files), None)
+        if tool.sees_files and looks_like_code(text):
+            return None  # its own code, which reads the files through its tool
+        return files_code
 
     def _reader_of(self, question: str) -> str | None:
         """The code tool that opens a file of the user's that ``question`` names (by its

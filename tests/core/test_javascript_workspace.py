@@ -219,3 +219,44 @@ async def test_a_javascript_step_on_the_users_files_stays_javascript_and_answers
     assert result.answer == "49.75"
     assert [s.tool for s in result.steps] == ["javascript_execute"]
     assert not of_type(sink.events, "plan_to_code")
+
+
+@pytest.mark.parametrize(
+    "planned",
+    [
+        step("s1", "javascript_execute", goal="Add up the amount column"),
+        step("s1", "llm_generator", {"prompt": "Add up the amount column"}),
+    ],
+    ids=["javascript without code", "writer of a compute task"],
+)
+async def test_code_written_afresh_on_the_files_is_python(
+    workspace: FolderWorkspace, planned: dict[str, Any]
+) -> None:
+    """A code step whose code a code call will write, on the user's files, goes to
+    python_execute even where javascript_execute sees them too: the default model's fresh
+    JavaScript reached for FileReader and Node's file APIs, its Python opens the file."""
+    files = await workspace.files()
+    python = (
+        "```python\nimport csv\n"
+        "sum(float(r['amount']) for r in csv.DictReader(open('orders.csv')))\n```"
+    )
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([planned], needs="compute"), "arguments": python}
+    )
+    agent, sink = make_agent(
+        llm,
+        LLMGenerator(),
+        PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files),
+        JavascriptExecutor(NodeRunner(), workspace=workspace, files=files),
+        config=AgentConfig(
+            plan_shape=SMALL.plan_shape, strategy=SMALL.strategy, budgets=SMALL.budgets
+        ),
+    )
+
+    result = await agent.task("What is the total of the amount column of orders.csv?")
+
+    assert result.state is AgentState.COMPLETED, result.error
+    assert result.answer == "49.75"
+    assert [s.tool for s in result.steps] == ["python_execute"]
+    moved = [event.meta["moved"] for event in of_type(sink.events, "plan_to_code")]
+    assert moved[-1] == {"s1": "python_execute"}, moved
