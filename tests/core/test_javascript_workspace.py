@@ -194,16 +194,11 @@ async def test_without_files_code_has_no_file_functions(tmp_path: Path) -> None:
         assert (await tool.run({"code": "typeof readFile"}, CTX)).data == "undefined"
 
 
-async def test_a_javascript_step_on_the_users_files_stays_javascript_and_answers(
-    workspace: FolderWorkspace,
-) -> None:
-    """Where both code tools see the files (the page's registry), the plan's JavaScript step
-    runs as JavaScript and reads them."""
+async def page_agent(workspace: FolderWorkspace, llm: ScriptedLLM) -> tuple[Any, Any]:
+    """An agent of the small profile whose code tools both see the workspace's files, as
+    the page's registry has them (python_execute first)."""
     files = await workspace.files()
-    llm = ScriptedLLM.replaying(
-        {"plan": plan_reply([step("s1", "javascript_execute", {"code": SUM})], needs="compute")}
-    )
-    agent, sink = make_agent(
+    return make_agent(
         llm,
         LLMGenerator(),
         PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files),
@@ -212,6 +207,17 @@ async def test_a_javascript_step_on_the_users_files_stays_javascript_and_answers
             plan_shape=SMALL.plan_shape, strategy=SMALL.strategy, budgets=SMALL.budgets
         ),
     )
+
+
+async def test_a_javascript_step_on_the_users_files_stays_javascript_and_answers(
+    workspace: FolderWorkspace,
+) -> None:
+    """Where both code tools see the files (the page's registry), the plan's JavaScript step
+    runs as JavaScript and reads them."""
+    llm = ScriptedLLM.replaying(
+        {"plan": plan_reply([step("s1", "javascript_execute", {"code": SUM})], needs="compute")}
+    )
+    agent, sink = await page_agent(workspace, llm)
 
     result = await agent.task("What is the total of the amount column of orders.csv?")
 
@@ -235,7 +241,6 @@ async def test_code_written_afresh_on_the_files_is_python(
     """A code step whose code a code call will write, on the user's files, goes to
     python_execute even where javascript_execute sees them too: the default model's fresh
     JavaScript reached for FileReader and Node's file APIs, its Python opens the file."""
-    files = await workspace.files()
     python = (
         "```python\nimport csv\n"
         "sum(float(r['amount']) for r in csv.DictReader(open('orders.csv')))\n```"
@@ -243,15 +248,7 @@ async def test_code_written_afresh_on_the_files_is_python(
     llm = ScriptedLLM.replaying(
         {"plan": plan_reply([planned], needs="compute"), "arguments": python}
     )
-    agent, sink = make_agent(
-        llm,
-        LLMGenerator(),
-        PythonExecutor(SubprocessPyRunner(), workspace=workspace, files=files),
-        JavascriptExecutor(NodeRunner(), workspace=workspace, files=files),
-        config=AgentConfig(
-            plan_shape=SMALL.plan_shape, strategy=SMALL.strategy, budgets=SMALL.budgets
-        ),
-    )
+    agent, sink = await page_agent(workspace, llm)
 
     result = await agent.task("What is the total of the amount column of orders.csv?")
 
