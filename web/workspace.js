@@ -185,10 +185,13 @@ export async function writeFile(name, blob) {
     }
   } catch (error) {
     if (folder && !existed) await folder.removeEntry(file).catch(() => {});
-    // Some Chromium builds report a write past the quota as the blob's read failing
-    // (NotReadableError): what the page may store now says whether the storage was full.
+    // Chromium reports some writes past the quota as the blob's read failing
+    // (NotReadableError): a blob that still reads was refused by the storage, not by its
+    // file. What the page may store now also says so where the estimate shows the quota.
     const now = await usage().catch(() => ({ usage: 0, quota: 0 }));
-    const full = now.quota && now.usage + blob.size > now.quota;
+    const refused = error?.name === "NotReadableError"
+      && await blob.slice(0, 1).arrayBuffer().then(() => true, () => false);
+    const full = refused || (now.quota && now.usage + blob.size > now.quota);
     const reason = full ? why({ name: "QuotaExceededError" }) : why(error);
     throw new WorkspaceError(`${name} could not be stored: ${reason}`, error);
   }
