@@ -121,10 +121,13 @@ export class WorkspacePanel {
   }
 
   /** Store `[{name, file}]`, each on its own: one that cannot be stored (a bad name, no room)
-   * is said and the others are stored. Resolves once the list shows them. */
+   * is said and the others are stored. Smallest first: a file too big for the room left does
+   * not take the room of the others (Chromium frees a refused write's space only a while
+   * later). Resolves once the list shows them. */
   async add(found) {
     const failed = [];
-    for (const { name, file } of found) {
+    const bySize = [...found].sort((a, b) => a.file.size - b.file.size);
+    for (const { name, file } of bySize) {
       try {
         await writeFile(checkedName(name), file);
       } catch (error) {
