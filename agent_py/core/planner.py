@@ -150,7 +150,7 @@ class PlanAndRethink:
         Node's file APIs the sandbox lacks (FileReader, file.read, require('./fruit.csv')),
         where its Python opens the file: 3 of 8 file tasks failed that way, 2026-12-04."""
         tool = self.registry.get(tool_name)
-        files_code = next((t.name for t in self.registry if t.sees_files), None)
+        files_code = self.registry.files_code
         if tool is None or tool.code_language is None or files_code in (None, tool_name):
             return None
         if tool.sees_files and looks_like_code(text):
@@ -572,7 +572,7 @@ class PlanAndRethink:
             code_tool_for=self._code_tool_for,
             files_tool_for=self._files_tool_for,
             reader_of=self._reader_of,
-            files_code=next((t.name for t in self.registry if t.sees_files), None),
+            files_code=self.registry.files_code,
             reads_data=self._reads_data,
         )
         self.turns.focus_on(run.plans, conversation)

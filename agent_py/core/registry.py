@@ -32,6 +32,12 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    @property
+    def files_code(self) -> str | None:
+        """The code tool that writes code on the user's files: the first that sees them
+        (python_execute in the page), or None when no tool here sees any."""
+        return next((tool.name for tool in self._tools.values() if tool.sees_files), None)
+
     def __iter__(self) -> Iterator[ToolBase]:
         return iter(self._tools.values())
 

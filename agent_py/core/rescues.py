@@ -22,7 +22,8 @@ from agent_py.core.execution import (
 )
 from agent_py.core.history import EventRecorder
 from agent_py.core.parsing import RethinkStatus
-from agent_py.core.plan import AnswerKind, TaskSchema, step_sources
+from agent_py.core.plan import AnswerKind, StepSchema, TaskSchema, step_sources
+from agent_py.core.registry import ToolRegistry
 from agent_py.core.tool import ToolResult
 
 
@@ -175,7 +176,8 @@ async def code_written_again(
     follow_up: FollowUp = NOT_A_FOLLOW_UP,
 ) -> list[StepOutcome]:
     """The task's outcomes, with each failed step whose code came from the plan run
-    once more with its code from a code call (Strategy.code_call_after_failure)."""
+    once more with its code from a code call (Strategy.code_call_after_failure), on the
+    code tool that opens the user's files when they are here (:func:`afresh`)."""
     again = [o for o in outcomes if not o.ok and executor.code_from_plan(o)]
     if not again:
         return outcomes
@@ -190,7 +192,7 @@ async def code_written_again(
     redone = await run_together(
         [
             executor.run(
-                o.step,
+                afresh(executor.registry, o.step),
                 task,
                 question,
                 earlier,
@@ -205,6 +207,17 @@ async def code_written_again(
     )
     by_id = {o.step.step_id: o for o in redone}
     return [by_id.get(o.step.step_id, o) for o in outcomes]
+
+
+def afresh(registry: ToolRegistry, step: StepSchema) -> StepSchema:
+    """``step`` as a code call writes its code afresh: on the code tool that writes code on
+    the user's files when they are here and the step's code tool is another one (fresh code
+    on the files is Python, see Planner._files_tool_for), else as it is."""
+    tool = registry.get(step.tool_name)
+    files_code = registry.files_code
+    if tool is None or tool.code_language is None or files_code in (None, step.tool_name):
+        return step
+    return step.model_copy(update={"tool_name": files_code, "input": None, "arguments": None})
 
 
 def single_step_answer(outcomes: list[StepOutcome]) -> str | None:

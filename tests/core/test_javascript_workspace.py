@@ -257,3 +257,32 @@ async def test_code_written_afresh_on_the_files_is_python(
     assert [s.tool for s in result.steps] == ["python_execute"]
     moved = [event.meta["moved"] for event in of_type(sink.events, "plan_to_code")]
     assert moved[-1] == {"s1": "python_execute"}, moved
+
+
+async def test_the_plans_javascript_that_failed_is_written_again_as_python(
+    workspace: FolderWorkspace,
+) -> None:
+    """The plan's own JavaScript on the files runs as JavaScript; when it fails, the code
+    call that writes it afresh writes Python (the default model's fresh JavaScript required
+    './fruit.csv' and repeated it when shown the error)."""
+    python = (
+        "```python\nimport csv\n"
+        "sum(float(r['amount']) for r in csv.DictReader(open('orders.csv')))\n```"
+    )
+    broken = {"code": "return orders.csv.split(',').length;"}  # ReferenceError: orders
+    llm = ScriptedLLM.replaying(
+        {
+            "plan": plan_reply([step("s1", "javascript_execute", broken)], needs="compute"),
+            "arguments": python,
+        }
+    )
+    agent, sink = await page_agent(workspace, llm)
+
+    result = await agent.task("What is the total of the amount column of orders.csv?")
+
+    assert result.state is AgentState.COMPLETED, result.error
+    assert result.answer == "49.75"
+    started = [(e.step, e.meta["tool"]) for e in of_type(sink.events, "step_started")]
+    assert started == [("s1", "javascript_execute"), ("s1", "python_execute")]
+    failed = [e.content for e in of_type(sink.events, "step_failed")]
+    assert len(failed) == 1 and "ReferenceError" in failed[0], failed
