@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_py import (
@@ -20,6 +21,7 @@ from agent_py import (
     ToolError,
     ToolResult,
 )
+from agent_py.tools.fetch_page import FetchedPage, ReadablePage
 from agent_py.tools.node_runner import NodeRunner
 
 
@@ -153,3 +155,27 @@ class WorkspaceInMemory:
             )
         self.files = {**self.files, name: base64.b64decode(base64_data)}
         return json.dumps({"ok": True, "size": len(self.files[name])})
+
+
+@dataclass
+class StoredPages:
+    """A test fetcher for fetch_page: answers from ``pages`` (URL to FetchedPage); the reader
+    gives each HTML body back as its text, under the title ``T``."""
+
+    pages: dict[str, FetchedPage]
+    is_online: bool = True
+    asked: list[str] = field(default_factory=list)
+
+    def online(self) -> bool:
+        return self.is_online
+
+    async def fetch(self, url: str, *, timeout_s: float, max_bytes: int) -> FetchedPage:
+        self.asked.append(url)
+        return self.pages[url]
+
+    async def read(self, html: str, url: str) -> ReadablePage:
+        return ReadablePage("T", html)
+
+
+def stored_page(url: str, body: str, kind: str = "text/html; charset=utf-8") -> FetchedPage:
+    return FetchedPage(url, 200, kind, body.encode())

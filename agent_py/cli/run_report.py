@@ -31,7 +31,12 @@ def describe(event: Event) -> str | None:
                     f"    {s['step_id']} {s['tool_name']}: {s['step_goal']}" for s in task["steps"]
                 ]
             return "\n".join(lines)
-        case EventType.PLAN_CUT | EventType.PLAN_TEXT_WHOLE | EventType.PLAN_TO_CODE:
+        case (
+            EventType.PLAN_CUT
+            | EventType.PLAN_TEXT_WHOLE
+            | EventType.PLAN_TO_CODE
+            | EventType.PLAN_TO_READ
+        ):
             return f"· {event.content}"  # the inputs the steps show next are not the plan's
         case EventType.STEP_STARTED:
             return f"{where}started ({meta['tool']}): {event.content}"

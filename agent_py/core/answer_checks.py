@@ -148,8 +148,26 @@ _QUOTED = re.compile(
     r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|\u201c([^\u201d\n]{1,200})\u201d"
     r"|\u2018([^\u2019\n]{1,200})\u2019(?!\w)"
 )
-WEB_ADDRESS = re.compile(r"\bhttps?://[^\s'\"<>()]+", re.IGNORECASE)
-"""A web address (http or https), in any language's text: structure, not words."""
+WEB_ADDRESS = re.compile(r"(?<![A-Za-z0-9])https?://[^\s'\"<>()]+", re.IGNORECASE)
+"""A web address (http or https), in any language's text: structure, not words (also
+right after a word of a script without spaces: 根据https://…)."""
+_ADDRESS_CHARS = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&*+,;=%]+")
+"""The characters of an address (RFC 3986, less the quote and parentheses)."""
+
+
+def web_addresses(text: str) -> list[str]:
+    """The web addresses ``text`` holds, each as far as an address's characters go (others,
+    such as a script's letters, are percent-encoded in one) and without the mark that ends a
+    sentence after it ("…/tea.html?", "…/notice.html上的通知")."""
+    found = []
+    for match in WEB_ADDRESS.finditer(text):
+        head = _ADDRESS_CHARS.match(match.group())
+        address = head.group().rstrip(".,;:!?") if head else ""
+        if address.count("/") >= 2 and address not in found:
+            found.append(address)
+    return found
+
+
 _STANDS_ALONE = r"(?<![\w.,/])(?<![^\W\d]-)"  # not within a fraction, version or name
 _ENDS = r"(?![\w%/]|[.,]\d)"
 _NUMBER = re.compile(rf"{_STANDS_ALONE}(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?{_ENDS}")

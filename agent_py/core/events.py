@@ -61,6 +61,9 @@ class EventType(StrEnum):
     # steps of a task declared "compute" that the writer was to do go to a code tool
     # (meta.moved: {step id: the code tool})
     PLAN_TO_CODE = "plan_to_code"
+    # a step that reads the page at the task's web address, added first to a plan that reads
+    # none (meta.added: {step id: the tool})
+    PLAN_TO_READ = "plan_to_read"
     # steps that use a result of their own task run in a task after it (meta.ordered: {step
     # id: the task it runs in})
     PLAN_ORDERED = "plan_ordered"

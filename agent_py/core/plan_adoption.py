@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from agent_py.core.answer_checks import web_addresses
 from agent_py.core.checks import Seen, Stage, first_refusal
 from agent_py.core.checks.needs_a_tool import unsupplied
 from agent_py.core.decline import DECLINE_TOOL, TaskDeclined, declined_because
@@ -21,6 +22,7 @@ from agent_py.core.plan import (
     PlanSchema,
     PlanShape,
     StepSchema,
+    TaskSchema,
     cut_runaway_inputs,
     give_copied_text_whole,
     merge_duplicate_steps,
@@ -46,6 +48,8 @@ def adopt(
     files_tool_for: Callable[[str, str], str | None] = lambda tool, text: None,
     reader_of: Callable[[str], str | None] = lambda question: None,
     files_code: str | None = None,
+    page_reader: tuple[str, str] | None = None,
+    takes_address: Callable[[str], bool] = lambda name: False,
 ) -> PlanSchema:
     """``plan`` as it will run, added to the run's ``plans`` (which it follows); raises
     TaskDeclined when a step declines the task, or a check of the plan stage refuses it (a
@@ -57,13 +61,26 @@ def adopt(
     should not keep it (see :func:`on_files`).
     ``reader_of(question)``: the code tool that opens a file of the user's that ``question``
     names, or None (see :func:`files_looked_up`). ``files_code``: the code tool that opens
-    the user's files, if one is here (see :func:`counted_by_code`)."""
+    the user's files, if one is here (see :func:`counted_by_code`). ``page_reader``: the tool
+    that reads the page at a web address and its parameter for it, if one is here, and
+    ``takes_address(tool)`` whether a tool takes one (see :func:`page_read_first`)."""
 
     def report(kind: EventType, key: str, changes: dict[str, str], text: Callable[[], str]) -> None:
         if changes:
             meta: dict[str, Any] = {key: changes}
             recorder.emit(kind, text(), **meta)
 
+    if page_reader is not None:
+        plan, read = page_read_first(plan, page_reader, question, takes_address)
+        report(
+            EventType.PLAN_TO_READ,
+            "added",
+            read,
+            lambda: (
+                "the page at the task's address is read first, for a plan that reads none: "
+                + ", ".join(f"{step} added, of {tool}" for step, tool in read.items())
+            ),
+        )
     reader = reader_of(question)
     if reader is not None:
         plan, read_by = files_looked_up(plan, reader, own_tool, question, reads_data)
@@ -220,6 +237,72 @@ def files_looked_up(
     return plan.model_copy(update={"tasks": tasks}), moved
 
 
+def page_read_first(
+    plan: PlanSchema,
+    reader: tuple[str, str],
+    question: str,
+    takes_address: Callable[[str], bool],
+) -> tuple[PlanSchema, dict[str, str]]:
+    """``plan`` with a first task that reads the page at the web address ``question`` holds
+    with ``reader`` (a tool and its parameter for the address: fetch_page's url), when the
+    plan looks something up or computes and no step of it reads an address (a tool that
+    takes one, ``takes_address``, or code that holds it); a later step that was handed the
+    address as text is given the page's text too (``${sN}`` after it); and
+    ``{new step id: tool}``. The default model gave the writer the address of a page to find
+    a figure on it, and the code call that took the writer's place made the figure up.
+    A plan that only writes (a post that names a site) reads nothing."""
+    addresses = web_addresses(question)
+    if not addresses or not any(t.needs in (Needs.LOOK_UP, Needs.COMPUTE) for t in plan.tasks):
+        return plan, {}
+    address = addresses[0]
+    for step in plan.steps():
+        text = _main_text(step)
+        if takes_address(step.tool_name) or (looks_like_code(text) and address in text):
+            return plan, {}
+    tool, parameter = reader
+    read = StepSchema(
+        step_id=_free_id("s", {step.step_id for step in plan.steps()}),
+        step_goal=f"Read {address}",
+        tool_name=tool,
+        arguments={parameter: address},
+    )
+    reference = f"${{{read.step_id}}}"
+
+    def given(text: Any) -> Any:
+        return f"{text}\n\n{reference}" if isinstance(text, str) and address in text else text
+
+    tasks = [
+        TaskSchema(
+            task_id=_free_id("t", {task.task_id for task in plan.tasks}),
+            task_goal=read.step_goal,
+            needs=Needs.LOOK_UP,
+            steps=[read],
+        )
+    ]
+    for task in plan.tasks:
+        steps = [
+            step.model_copy(
+                update={
+                    "input": given(step.input),
+                    "arguments": None
+                    if step.arguments is None
+                    else {key: given(value) for key, value in step.arguments.items()},
+                }
+            )
+            for step in task.steps
+        ]
+        tasks.append(task.model_copy(update={"steps": steps}))
+    return plan.model_copy(update={"tasks": tasks}), {read.step_id: tool}
+
+
+def _free_id(prefix: str, taken: set[str]) -> str:
+    """The first id ``prefix`` + a number, from one past how many are taken, not in ``taken``."""
+    number = len(taken) + 1
+    while f"{prefix}{number}" in taken:
+        number += 1
+    return f"{prefix}{number}"
+
+
 def counted_by_code(
     plan: PlanSchema, files_code: str, only_reads: Callable[[str], bool]
 ) -> tuple[PlanSchema, dict[str, str]]:
@@ -232,15 +315,11 @@ def counted_by_code(
     last = plan.tasks[-1]
     if plan.answer is not AnswerKind.NUMBER or not all(only_reads(s.tool_name) for s in last.steps):
         return plan, {}
-    taken = {step.step_id for step in plan.steps()}
-    number = len(taken) + 1
-    while f"s{number}" in taken:
-        number += 1
     # It works from what the task read: it runs after the reads (a turn of its own, see
     # order_by_references) and is skipped when one failed, instead of code written for a
     # file that is not there.
     added = StepSchema(
-        step_id=f"s{number}",
+        step_id=_free_id("s", {step.step_id for step in plan.steps()}),
         step_goal=last.task_goal,
         tool_name=files_code,
         after=[step.step_id for step in last.steps],

@@ -20,7 +20,7 @@ from agent_py.core.messages import Keep, Message, stand_ins
 from agent_py.core.plan import PlanShape
 from agent_py.core.prompts import examples, render
 from agent_py.core.registry import ToolRegistry
-from agent_py.core.tool import ToolBase, main_input_property
+from agent_py.core.tool import ToolBase, main_input_property, takes_address
 
 _NOTE_FIELDS = ("tool_intent", "expected_output")
 
@@ -190,11 +190,7 @@ def matching_tools(registry: ToolRegistry, text: str) -> list[str]:
 
 def _takes_address(tool: ToolBase) -> bool:
     """A remote tool with a parameter of format ``uri`` (a fetch tool's ``url``)."""
-    properties = tool.input_schema.get("properties") or {}
-    return tool.remote and any(
-        isinstance(spec, dict) and spec.get("format") in ("uri", "url", "iri")
-        for spec in properties.values()
-    )
+    return tool.remote and takes_address(tool)
 
 
 def _short_stems(text: str) -> set[str]:

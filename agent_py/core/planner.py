@@ -46,7 +46,7 @@ from agent_py.core.rescues import (
 )
 from agent_py.core.review import PlanReviewer, ReviewPolicy, reviewed
 from agent_py.core.step_action import looks_like_code, looks_like_python
-from agent_py.core.tool import ToolResult
+from agent_py.core.tool import ToolResult, takes_address
 
 
 @dataclass
@@ -156,6 +156,17 @@ class PlanAndRethink:
         if tool.sees_files and looks_like_code(text):
             return None  # its own code, which reads the files through its tool
         return files_code
+
+    def _page_reader(self) -> tuple[str, str] | None:
+        """The tool that reads the page at a web address, and its parameter for the address."""
+        return next(
+            ((tool.name, tool.address_input) for tool in self.registry if tool.address_input),
+            None,
+        )
+
+    def _takes_address(self, tool_name: str) -> bool:
+        tool = self.registry.get(tool_name)
+        return tool is not None and takes_address(tool)
 
     def _reader_of(self, question: str) -> str | None:
         """The code tool that opens a file of the user's that ``question`` names (by its
@@ -573,6 +584,8 @@ class PlanAndRethink:
             files_tool_for=self._files_tool_for,
             reader_of=self._reader_of,
             files_code=self.registry.files_code,
+            page_reader=self._page_reader(),
+            takes_address=self._takes_address,
             reads_data=self._reads_data,
         )
         self.turns.focus_on(run.plans, conversation)

@@ -94,7 +94,21 @@ class ToolBase(ABC):
     code_context: str = ""
     """What a code call for this tool is told besides the step: how the user's files begin
     (their columns, their format), so code uses the names the data has."""
+    address_input: str | None = None
+    """The parameter that takes a web address, for a tool that reads the page there
+    (fetch_page's ``url``): a plan that reads no page for a question holding an address
+    gets a step of it (see :func:`agent_py.core.plan_adoption.page_read_first`)."""
 
     @abstractmethod
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Act. Raise ToolError (or return is_error=True) for failures the model should see."""
+
+
+def takes_address(tool: ToolBase) -> bool:
+    """Whether ``tool`` takes a web address: its ``address_input``, or a parameter of format
+    ``uri`` (a fetch server's ``url``)."""
+    properties = tool.input_schema.get("properties") or {}
+    return tool.address_input is not None or any(
+        isinstance(spec, dict) and spec.get("format") in ("uri", "url", "iri")
+        for spec in properties.values()
+    )

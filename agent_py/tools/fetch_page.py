@@ -113,6 +113,7 @@ class FetchPage(ToolBase):
         "additionalProperties": False,
     }
     reads_data = True
+    address_input = "url"
     timeout_s = FETCH_TIMEOUT_S + 30.0  # the user may be asked to allow the page's origin
 
     def __init__(self, fetcher: PageFetcher) -> None:

@@ -5,44 +5,18 @@ agent's tags broken."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
+from support import StoredPages, stored_page
 
 from agent_py.core.tool import ToolContext, ToolError
 from agent_py.tools.fetch_page import (
     MAX_TEXT_CHARS,
     FetchedPage,
     FetchPage,
-    ReadablePage,
     page_data,
 )
 
 CTX = ToolContext(model=None)  # type: ignore[arg-type]
-
-
-@dataclass
-class StoredPages:
-    """A test fetcher: answers from ``pages`` (URL to FetchedPage); the reader gives each
-    HTML body back as its text, under the title ``T``."""
-
-    pages: dict[str, FetchedPage]
-    is_online: bool = True
-    asked: list[str] = field(default_factory=list)
-
-    def online(self) -> bool:
-        return self.is_online
-
-    async def fetch(self, url: str, *, timeout_s: float, max_bytes: int) -> FetchedPage:
-        self.asked.append(url)
-        return self.pages[url]
-
-    async def read(self, html: str, url: str) -> ReadablePage:
-        return ReadablePage("T", html)
-
-
-def html(url: str, body: str, kind: str = "text/html; charset=utf-8") -> FetchedPage:
-    return FetchedPage(url, 200, kind, body.encode())
 
 
 async def fetch(fetcher: StoredPages, url: str) -> str:
@@ -72,7 +46,7 @@ async def test_an_error_status_and_a_file_that_is_no_page_fail_with_what_came() 
         {
             "https://a.test/gone": FetchedPage("https://a.test/gone", 404, "text/html", b"x"),
             "https://a.test/pic": FetchedPage("https://a.test/pic", 200, "image/png", b"\x89PNG"),
-            "https://a.test/blank": html("https://a.test/blank", "  \n "),
+            "https://a.test/blank": stored_page("https://a.test/blank", "  \n "),
         }
     )
     with pytest.raises(ToolError, match=r"answered HTTP 404: there is no page to read"):
@@ -99,7 +73,7 @@ async def test_plain_text_is_given_as_it_is_in_its_charset() -> None:
 async def test_a_long_page_is_cut_for_the_model_and_kept_whole_for_code() -> None:
     long_text = "# T\n\n" + "word " * (MAX_TEXT_CHARS // 2)
     whole = len(long_text.strip())
-    fetcher = StoredPages({"https://a.test/": html("https://a.test/final", long_text)})
+    fetcher = StoredPages({"https://a.test/": stored_page("https://a.test/final", long_text)})
     result = await FetchPage(fetcher).run({"url": "https://a.test/"}, CTX)
     assert result.data == long_text.strip()  # ${s1}: the whole text, for code to search
     assert result.content.startswith("the text of the page https://a.test/final, titled 'T'")
@@ -109,7 +83,9 @@ async def test_a_long_page_is_cut_for_the_model_and_kept_whole_for_code() -> Non
 
 
 async def test_the_title_heads_the_text_when_the_reader_took_it_out() -> None:
-    fetcher = StoredPages({"https://a.test/": html("https://a.test/", "Prices hold a week.")})
+    fetcher = StoredPages(
+        {"https://a.test/": stored_page("https://a.test/", "Prices hold a week.")}
+    )
     result = await FetchPage(fetcher).run({"url": "https://a.test/"}, CTX)
     assert result.data == "# T\n\nPrices hold a week."
 
